@@ -1,0 +1,5 @@
+/* Every family of sgrad-bench, once: X(name, "what it measures"). Each family is
+ * `int sgb_<name>(const sgb_cfg *)` defined in bench/bench_<name>.c. */
+#define SGB_FAMILIES(X)                                                        \
+    X(overhead, "tape overhead of a chain of small ops, forward and backward") \
+    X(matmul, "dense matmul forward and backward against a naive loop")

@@ -1,0 +1,317 @@
+/* sgrad: reverse-mode automatic differentiation with first-class sparse gradients.
+ *
+ * One public header, in sections: status codes, context, tensors, sparse tensors,
+ * autograd, dense ops, sparse ops, gradcheck, optimizers.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ * - Shapes are written (A,B,...) and are row-major and contiguous.
+ * - A function that builds a tensor returns NULL on error and records a status code and a
+ *   message on the context (sg_ctx_status / sg_ctx_message). An op given a NULL input
+ *   returns NULL, so a chain of ops is checked once at its end.
+ * - Op outputs ("tape tensors") live in the context's step arena until sg_tape_reset;
+ *   tensors made with sg_tensor_new* are persistent and are freed with sg_tensor_free.
+ * - On error nothing that the caller can see is changed: in-place functions validate
+ *   everything before they write. The library never exits or aborts on bad input.
+ */
+#ifndef SGRAD_H
+#define SGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_VERSION_MAJOR 0
+#define SG_VERSION_MINOR 1
+#define SG_MAX_DIMS 4
+
+/* ---------------------------------------------------------------- status codes */
+
+/* One list generates the enum and the strings (sg_status_string). */
+#define SG_STATUS_LIST(X)                                              \
+    X(SG_OK, "ok")                                                     \
+    X(SG_ERR_NOMEM, "out of memory")                                   \
+    X(SG_ERR_NULL, "NULL argument")                                    \
+    X(SG_ERR_SHAPE, "shape mismatch")                                  \
+    X(SG_ERR_DTYPE, "wrong dtype")                                     \
+    X(SG_ERR_LAYOUT, "wrong layout (dense vs sparse)")                 \
+    X(SG_ERR_INDEX, "index out of range")                              \
+    X(SG_ERR_ARG, "invalid argument")                                  \
+    X(SG_ERR_VALUE, "invalid value (NaN, infinity or out of domain)")  \
+    X(SG_ERR_STATE, "invalid state")                                   \
+    X(SG_ERR_IO, "input/output error")                                 \
+    X(SG_ERR_FORMAT, "corrupt or unsupported file format")             \
+    X(SG_ERR_GRADCHECK, "gradient check failed")
+
+typedef enum {
+#define SG__STATUS_ENUM(name, str) name,
+    SG_STATUS_LIST(SG__STATUS_ENUM)
+#undef SG__STATUS_ENUM
+    SG_STATUS_COUNT
+} sg_status;
+
+/* A static string for a status code; "unknown status" for codes outside the list. */
+const char *sg_status_string(int status);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct sg_ctx sg_ctx;
+
+/* Allocator hooks: alloc returns memory aligned to at least 16 bytes or NULL; free takes
+ * what alloc returned (never NULL). ud is passed back unchanged. */
+typedef struct {
+    void *(*alloc)(void *ud, size_t size);
+    void (*free)(void *ud, void *ptr);
+    void *ud;
+} sg_allocator;
+
+typedef struct {
+    sg_allocator allocator; /* both NULL: malloc/free */
+    int threads;            /* OpenMP threads for parallel kernels; <= 0: all available */
+    int nondeterministic;   /* 0 (default): results bitwise identical across runs and
+                               thread counts; 1: allow faster racy (Hogwild-style) paths */
+    uint64_t seed;          /* seed of the context's random generator; 0 picks 42 */
+} sg_ctx_opts;
+
+/* A new context; opts NULL gives the defaults above. Returns NULL only if the first
+ * allocation fails. */
+sg_ctx *sg_ctx_new(const sg_ctx_opts *opts);
+/* Frees the context, its tape and every persistent tensor still alive. NULL: no-op. */
+void sg_ctx_free(sg_ctx *ctx);
+
+int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK if none */
+const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
+void sg_ctx_clear_error(sg_ctx *ctx);
+int sg_ctx_threads(const sg_ctx *ctx);
+void sg_ctx_set_threads(sg_ctx *ctx, int threads); /* <= 0: all available */
+int sg_ctx_deterministic(const sg_ctx *ctx);
+
+/* Bytes currently obtained from the allocator, and the most ever held at once since the
+ * context was made or since the last sg_ctx_reset_peak. */
+typedef struct {
+    size_t bytes_in_use;
+    size_t peak_bytes;
+    size_t arena_bytes; /* capacity of the step arena */
+} sg_mem_stats;
+sg_mem_stats sg_ctx_mem_stats(const sg_ctx *ctx);
+void sg_ctx_reset_peak(sg_ctx *ctx);
+
+/* Random numbers from the context's generator (xoshiro256**; deterministic per seed). */
+uint64_t sg_rand_u64(sg_ctx *ctx);
+double sg_rand_uniform(sg_ctx *ctx); /* in [0, 1) */
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef enum { SG_F32, SG_F64, SG_I32, SG_I64 } sg_dtype;
+typedef enum { SG_DENSE, SG_COO } sg_layout;
+
+typedef struct sg_tensor sg_tensor;
+
+/* Persistent dense tensor of zeros, owned by the caller until sg_tensor_free (or the
+ * context's end). ndim in 0..SG_MAX_DIMS; every dimension >= 0. */
+sg_tensor *sg_tensor_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
+/* Same, with data copied from `data` (numel elements of dtype). */
+sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                               const void *data);
+/* A tape tensor of zeros: lives in the step arena until sg_tape_reset (no malloc in a
+ * steady-state step). For per-step inputs such as index batches. */
+sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
+/* Frees a persistent tensor (and its gradient state). NULL or a tape tensor: no-op. */
+void sg_tensor_free(sg_tensor *t);
+
+/* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
+ * (SG_ERR_DTYPE) for integer tensors, (SG_ERR_ARG) for non-leaf tensors. */
+sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad);
+int sg_tensor_get_requires_grad(const sg_tensor *t);
+
+sg_ctx *sg_tensor_ctx(const sg_tensor *t);
+sg_dtype sg_tensor_dtype(const sg_tensor *t);
+sg_layout sg_tensor_layout(const sg_tensor *t);
+int sg_tensor_ndim(const sg_tensor *t);
+int64_t sg_tensor_dim(const sg_tensor *t, int i); /* negative i counts from the end */
+const int64_t *sg_tensor_shape(const sg_tensor *t);
+int64_t sg_tensor_numel(const sg_tensor *t); /* elements of the dense meaning */
+/* Dense data pointer (row-major), NULL for COO tensors. */
+void *sg_tensor_data(sg_tensor *t);
+float *sg_tensor_f32(sg_tensor *t);  /* NULL unless dense f32 */
+double *sg_tensor_f64(sg_tensor *t); /* NULL unless dense f64 */
+size_t sg_dtype_size(sg_dtype dtype);
+
+/* Element i (flat, of the dense meaning) as double; COO tensors sum their duplicates.
+ * For tests and small tensors, not hot paths. */
+double sg_tensor_get(const sg_tensor *t, int64_t i);
+/* Fills a dense float tensor: sg_tensor_fill sets every element; sg_tensor_fill_uniform
+ * draws from U[lo, hi) with the context's generator. Return SG_OK or an error code. */
+int sg_tensor_fill(sg_tensor *t, double value);
+int sg_tensor_fill_uniform(sg_tensor *t, double lo, double hi);
+/* Copies src's dense meaning into dense dst of the same shape (dtype converted). */
+int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
+
+/* ---------------------------------------------------------------- sparse (COO) tensors */
+
+/* A COO tensor of shape (S0..S{sparse_dim-1}, D0..D{dense_dim-1}) holds nnz entries:
+ * indices (sparse_dim, nnz) int64 and values (nnz, D0, ...). Duplicates are allowed and sum.
+ * is_coalesced (indices sorted lexicographically and unique) is only set by code that
+ * established it. */
+
+/* Validating constructor for user data: copies indices and values into a persistent COO
+ * tensor. Errors: SG_ERR_INDEX for an index < 0 or >= its dimension, SG_ERR_SHAPE,
+ * SG_ERR_DTYPE (values must be f32 or f64). */
+sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                      int sparse_dim, int64_t nnz, const int64_t *indices, const void *values);
+int sg_coo_sparse_dim(const sg_tensor *t);
+int sg_coo_dense_dim(const sg_tensor *t);
+int64_t sg_coo_nnz(const sg_tensor *t);
+int sg_coo_is_coalesced(const sg_tensor *t);
+/* Borrowed views of a COO tensor's parts: indices (sparse_dim, nnz) int64, values
+ * (nnz, dense dims...). Valid as long as the tensor. */
+sg_tensor *sg_coo_indices(sg_tensor *t);
+sg_tensor *sg_coo_values(sg_tensor *t);
+
+/* Out-of-place coalesce: sorts by index (LSD radix sort) and sums duplicates. Returns a
+ * tape tensor, or t itself if t is already coalesced. Not recorded on the tape. */
+sg_tensor *sg_coalesce(sg_tensor *t);
+/* dst += src for dense dst and COO src of the same shape: an index-add that needs no sort.
+ * Parallel over destination rows; bitwise identical for any thread count. Validates src's
+ * indices first and changes nothing on error. Not recorded on the tape. */
+int sg_index_add_(sg_tensor *dst, const sg_tensor *src);
+/* dst += alpha * src, same rules as sg_index_add_. */
+int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alpha);
+
+/* ---------------------------------------------------------------- autograd */
+
+/* Backward from a scalar (numel 1) loss: seeds d loss = 1. Visits only the nodes reachable
+ * from loss; gradients of leaves that require grad go to the gradient store, accumulating
+ * with what is already there. */
+int sg_backward(sg_tensor *loss);
+/* Backward from any output with a given incoming gradient of the same shape (dense or COO). */
+int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
+
+/* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
+ * same dense array), or NULL if none reached t. Owned by the tape. */
+sg_tensor *sg_tensor_grad(const sg_tensor *t);
+/* The gradient store lists only the leaves that received a gradient, in the order they got
+ * it: iteration is O(leaves with gradients). */
+int64_t sg_grads_count(const sg_ctx *ctx);
+sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i);
+
+/* Drops the tape: every tape tensor, every node and every stored gradient. O(1) in the
+ * tape's size (plus O(leaves with gradients)); keeps the arena's memory for the next step. */
+void sg_tape_reset(sg_ctx *ctx);
+/* While disabled, ops record nothing (inference). Returns the previous setting. */
+int sg_set_grad_enabled(sg_ctx *ctx, int enabled);
+/* Number of nodes on the tape now. */
+int64_t sg_tape_nodes(const sg_ctx *ctx);
+
+/* ---------------------------------------------------------------- dense ops */
+/* Every op has a backward. Binary ops need equal dtypes and broadcast like numpy
+ * (shapes aligned at the end; a dimension of 1 stretches). */
+
+sg_tensor *sg_add(sg_tensor *a, sg_tensor *b); /* also sparse+sparse (concatenation) */
+sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
+sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
+sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
+sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
+/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense. */
+sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
+sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
+sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */
+sg_tensor *sg_sum_dim(sg_tensor *a, int dim, int keepdim);
+sg_tensor *sg_mean_dim(sg_tensor *a, int dim, int keepdim);
+sg_tensor *sg_relu(sg_tensor *a);
+sg_tensor *sg_sigmoid(sg_tensor *a);
+sg_tensor *sg_tanh(sg_tensor *a);
+sg_tensor *sg_exp(sg_tensor *a);
+sg_tensor *sg_log(sg_tensor *a);
+sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
+sg_tensor *sg_softmax(sg_tensor *a, int dim);
+sg_tensor *sg_log_softmax(sg_tensor *a, int dim);
+/* logits (N,C), targets (N) int32/int64 in [0,C) -> mean over N of -log_softmax[target]. */
+sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
+/* logits and targets of one shape (targets float in [0,1]) -> mean BCE, stable. */
+sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
+/* (N,D) . (N,D) -> (N): row-wise dot products. */
+sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b);
+/* Views and copies. reshape: same numel, one dim may be -1; a view (no copy). */
+sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);
+/* Swaps two dims; a contiguous copy for dense a; 2-D COO a gives a COO result. */
+sg_tensor *sg_transpose(sg_tensor *a, int dim0, int dim1);
+/* Concatenates n tensors along dim 0 (other dims equal). */
+sg_tensor *sg_concat(int n, sg_tensor *const *ts);
+
+/* ---------------------------------------------------------------- sparse-gradient ops */
+
+typedef struct {
+    int64_t padding_idx; /* rows equal to this index give zero output rows and no
+                            gradient; -1: none */
+    double max_norm;     /* > 0: rows looked up are renormalised in place to this L2 norm
+                            first (not differentiated, as in PyTorch); 0: off */
+    struct sg_optim *fused; /* non-NULL: the backward applies this optimizer's update to
+                               the rows directly and stores no gradient for W */
+} sg_embedding_opts;
+
+/* W (V,D) dense, idx any shape (...) int32/int64 in [0,V) -> (..., D). W's gradient is a
+ * COO (V,D) tensor whose values are the incoming gradient buffer and whose indices are
+ * idx (no copy for int64 idx), uncoalesced. opts NULL: defaults above. */
+sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
+
+typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
+/* W (V,D), idx (N) flat, offsets (B) start of each bag (non-decreasing, offsets[0] == 0),
+ * per_sample_weights (N) or NULL (sum mode only) -> (B,D). Empty bags give zero rows. */
+sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
+                            sg_bag_mode mode, sg_tensor *per_sample_weights);
+/* Rows idx (K) of x along dim (dim 0: sparse gradient for x) -> x's shape with dim = K. */
+sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx);
+/* Rows [start, end) of x's leading dimension: a view; x's gradient is sparse (COO rows). */
+sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end);
+
+/* COO -> dense. Backward is non-masked: the full incoming gradient flows to x, unspecified
+ * elements included. */
+sg_tensor *sg_to_dense(sg_tensor *x);
+/* Dense -> COO with the given sparse_dim, keeping the nonzero (sub)rows, coalesced. */
+sg_tensor *sg_to_sparse(sg_tensor *x, int sparse_dim);
+/* x (dense or COO) restricted to mask's (COO) pattern: a COO result with mask's indices
+ * and x's values there. Backward restricts the gradient to the pattern (masked). */
+sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
+
+/* ---------------------------------------------------------------- gradcheck */
+
+typedef sg_tensor *(*sg_gradcheck_fn)(sg_ctx *ctx, sg_tensor *const *inputs, void *ud);
+
+typedef struct {
+    double eps;  /* finite-difference step; 0: 1e-6 */
+    double atol; /* 0: 1e-5 */
+    double rtol; /* 0: 1e-3 */
+    int masked;  /* for COO inputs: 0 perturbs every element of the dense meaning;
+                    1 only the specified elements */
+} sg_gradcheck_opts;
+
+typedef struct {
+    int passed;
+    int input;          /* where the worst mismatch is: input number, */
+    int64_t element;    /* flat element of that input, */
+    int64_t output;     /* flat element of the output */
+    double analytical;  /* d output / d element by backward */
+    double numerical;   /* by central differences */
+    double max_abs_err; /* worst |analytical - numerical| over everything */
+} sg_gradcheck_result;
+
+/* Compares the full Jacobian of f (via one backward per output element) with central
+ * finite differences for every input that requires grad; inputs must be persistent f64
+ * tensors (dense or COO). Resets the tape. Returns SG_OK if all match within
+ * atol + rtol * |numerical|, SG_ERR_GRADCHECK if not (details in res), or another error. */
+int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
+                 sg_tensor *const *inputs, const sg_gradcheck_opts *opts,
+                 sg_gradcheck_result *res);
+
+/* ---------------------------------------------------------------- optimizers */
+
+typedef struct sg_optim sg_optim;
+/* Declared in the optimizer section below (see src/optim). */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,218 @@
+/* Internal definitions shared by the library's modules (never installed).
+ *
+ * Invariants:
+ * - A tensor's `ctx` never changes. Tape tensors (persistent == 0) and their data live in
+ *   the context's arena and die at sg_tape_reset; persistent tensors are malloc'd through
+ *   the allocator hooks and are linked in ctx->persistent so sg_ctx_free can release them.
+ * - Dense tensors are contiguous row-major over `shape`; `data` may point into another
+ *   tensor's buffer (views) and then owns_data == 0.
+ * - A COO tensor keeps `indices` (sparse_dim, nnz) int64 and `values` (nnz, dense dims)
+ *   as dense tensors; `shape` is the dense meaning's shape.
+ * - `node` is the op that produced a tensor on the current tape (NULL for leaves).
+ *   Nodes are appended in creation order, which is a topological order.
+ */
+#ifndef SG_INTERNAL_H
+#define SG_INTERNAL_H
+
+#include "sgrad.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+typedef struct sg_node sg_node;
+
+struct sg_tensor {
+    sg_ctx *ctx;
+    sg_dtype dtype;
+    sg_layout layout;
+    int ndim;
+    int64_t shape[SG_MAX_DIMS];
+    int64_t numel; /* elements of the dense meaning */
+
+    void *data; /* dense: the elements; COO: NULL */
+
+    /* COO only */
+    int sparse_dim, dense_dim;
+    int64_t nnz;
+    sg_tensor *indices; /* (sparse_dim, nnz) int64 */
+    sg_tensor *values;  /* (nnz, dense...) */
+    bool coalesced;
+
+    /* memory */
+    bool persistent; /* from the allocator, freed by sg_tensor_free */
+    bool owns_data;  /* persistent only: data was allocated with the tensor */
+    sg_tensor *prev_persistent, *next_persistent;
+
+    /* autograd */
+    bool requires_grad; /* leaf: set by the user; non-leaf: some input requires grad */
+    sg_node *node;      /* producing op on the current tape, NULL for leaves */
+    sg_tensor *grad;    /* accumulated gradient (dense or COO), NULL if none */
+    bool grad_owned;    /* grad's buffers are ours to modify in place */
+    bool in_store;      /* leaf is listed in ctx's gradient store */
+    uint32_t visit;     /* backward traversal mark (compared with ctx->visit_epoch) */
+    int64_t rows_unique_lb; /* COO grads: lower bound on unique rows (compaction rule) */
+
+    /* optimizer bookkeeping for parameters (owned by src/optim) */
+    void *optim_state;
+};
+
+/* A backward function receives the node and the (dense, unless the node accepts sparse)
+ * gradient of its output, and pushes input gradients with sg__accum_grad. */
+typedef int (*sg__backward_fn)(sg_node *n, sg_tensor *gout);
+
+#define SG__MAX_NODE_INPUTS 4
+
+struct sg_node {
+    sg__backward_fn backward;
+    const char *name;
+    sg_tensor *out;
+    int n_in;
+    sg_tensor *in[SG__MAX_NODE_INPUTS];
+    sg_tensor *saved[2]; /* op-specific saved tensors (e.g. softmax output) */
+    double scalar[2];    /* op-specific scalars */
+    int64_t iarg[4];     /* op-specific integers (dims, flags) */
+    void *extra;         /* op-specific pointer (e.g. an optimizer for fused updates) */
+    bool accepts_sparse_gout; /* else the engine densifies a COO gout first */
+    uint32_t visit;
+    int64_t seq; /* creation order on the tape */
+};
+
+/* ---- arena (src/core/arena.c): bump allocator, reset in O(1), 64-byte aligned */
+typedef struct sg__chunk sg__chunk;
+typedef struct {
+    sg__chunk *head;     /* current chunk */
+    sg__chunk *first;
+    size_t used_total;   /* bytes handed out since the last reset */
+    size_t high_water;   /* most bytes handed out in one step so far */
+} sg__arena;
+
+/* ---- context */
+struct sg_ctx {
+    sg_allocator alloc;
+    int threads;
+    int nondeterministic;
+    uint64_t rng[4];
+
+    int status;
+    char message[256];
+
+    size_t bytes_in_use, peak_bytes;
+
+    sg__arena arena;
+    int64_t n_nodes;
+    bool grad_enabled;
+    uint32_t visit_epoch;
+
+    /* gradient store: leaves with a gradient, in order of arrival */
+    sg_tensor **store;
+    int64_t store_len, store_cap;
+
+    sg_tensor *persistent; /* list of live persistent tensors */
+};
+
+/* ---- errors: record and return NULL / the code */
+void *sg__fail(sg_ctx *ctx, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+int sg__failc(sg_ctx *ctx, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- memory */
+void *sg__malloc(sg_ctx *ctx, size_t size); /* allocator hooks, counted; NULL + NOMEM */
+void *sg__calloc(sg_ctx *ctx, size_t n, size_t size);
+void sg__free(sg_ctx *ctx, void *p, size_t size);
+void *sg__arena_alloc(sg_ctx *ctx, size_t size); /* NULL + NOMEM; memory not zeroed */
+void sg__arena_reset(sg_ctx *ctx);
+void sg__arena_free_all(sg_ctx *ctx);
+
+/* ---- tensor construction (tape tensors unless said) */
+/* Dense tape tensor, data uninitialised (zeroed when `zero`). */
+sg_tensor *sg__tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, bool zero);
+sg_tensor *sg__tmp_like(const sg_tensor *t, bool zero); /* dense, t's dtype and shape */
+/* Dense tape tensor header over borrowed data (a view). */
+sg_tensor *sg__view(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, void *data);
+/* Unchecked COO tape tensor over the given parts (no copy, no validation): for the
+ * library's own hot paths. indices (sparse_dim, nnz) int64, values (nnz, dense...). */
+sg_tensor *sg__coo_wrap(sg_ctx *ctx, int ndim, const int64_t *shape, int sparse_dim,
+                        sg_tensor *indices, sg_tensor *values, bool coalesced);
+/* Dense tape copy of t's meaning (COO summed into zeros). */
+sg_tensor *sg__densify(const sg_tensor *t);
+int64_t sg__numel(int ndim, const int64_t *shape);
+bool sg__same_shape(const sg_tensor *a, const sg_tensor *b);
+/* Product of dims [from, to). */
+int64_t sg__prod(const int64_t *shape, int from, int to);
+/* Formats a shape as "(2,3)" into buf. */
+const char *sg__shape_str(const sg_tensor *t, char *buf, size_t n);
+
+/* ---- autograd */
+/* True when the op's output must be recorded: grad enabled and some input requires grad. */
+bool sg__needs_grad(sg_ctx *ctx, int n, sg_tensor *const *in);
+/* Records a node for `out` with inputs in[0..n). Sets out->node and out->requires_grad.
+ * Returns NULL (NOMEM recorded) on failure. */
+sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tensor *out,
+                      int n, sg_tensor *const *in);
+/* Adds g (dense or COO, the shape of x) to x's gradient under DESIGN.md's rules:
+ * none + g = g (no copy; `owned` says whether g may later be modified in place),
+ * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
+ * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
+int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
+static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
+
+/* ---- sparse kernels (src/sparse) used by the core */
+/* Concatenation of two COO tensors of the same shape (tape tensor). */
+sg_tensor *sg__coo_concat(const sg_tensor *a, const sg_tensor *b);
+/* dst += alpha * src without validation (src built by the library). */
+void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha);
+
+/* ---- sparse paths of generic ops (src/sparse), recorded on the tape like any op.
+ * The dense op entry points (src/ops) call these when an operand is COO. */
+sg_tensor *sg__sparse_add(sg_tensor *a, sg_tensor *b); /* COO + COO -> COO (concat) */
+sg_tensor *sg__sparse_scale(sg_tensor *a, double s);  /* COO * s -> COO */
+sg_tensor *sg__sparse_transpose(sg_tensor *a, int dim0, int dim1); /* 2-D COO -> COO */
+sg_tensor *sg__spmm(sg_tensor *a, sg_tensor *b);      /* COO (M,K) @ dense (K,N) */
+sg_tensor *sg__sparse_sum(sg_tensor *a);              /* COO -> scalar */
+
+/* ---- threads */
+int sg__threads(const sg_ctx *ctx);
+
+/* ---- dtype dispatch: runs BODY with T defined as float or double */
+#define SG__DISPATCH_FLOAT(dtype, T, BODY)         \
+    do {                                           \
+        if ((dtype) == SG_F32) {                   \
+            typedef float T;                       \
+            BODY                                   \
+        } else {                                   \
+            typedef double T;                      \
+            BODY                                   \
+        }                                          \
+    } while (0)
+
+/* Reads index i of an int32/int64 tensor's data. */
+static inline int64_t sg__idx_at(const sg_tensor *t, int64_t i)
+{
+    return t->dtype == SG_I64 ? ((const int64_t *)t->data)[i]
+                              : (int64_t)((const int32_t *)t->data)[i];
+}
+static inline bool sg__is_float(sg_dtype d) { return d == SG_F32 || d == SG_F64; }
+static inline bool sg__is_int(sg_dtype d) { return d == SG_I32 || d == SG_I64; }
+
+/* ---- common input checks for ops: return NULL from the op on failure */
+/* Fails (and records) unless t is non-NULL; if t is NULL and ctx known, records NULL. */
+#define SG__CHECK_NOTNULL(t)                                   \
+    do {                                                       \
+        if (!(t)) return NULL;                                 \
+    } while (0)
+
+/* ---- optimizer hook used by fused embedding backward (src/optim) */
+/* Applies opt's update to rows idx[0..n) of W with gradient rows g (n, D) (same dtype
+ * as W); duplicates are summed before nonlinear updates. */
+int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
+                         const void *g);
+
+#endif

@@ -1,0 +1,87 @@
+/* A tiny test harness: TEST(name) { ... } registers a test; CHECK* record failures and
+ * go on; TEST_MAIN() runs every test and prints "N passed, N failed".
+ * One test file = one executable; tests are run by ctest. */
+#ifndef SG_TESTUTIL_H
+#define SG_TESTUTIL_H
+
+#include "sgrad.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*tu_fn)(void);
+typedef struct {
+    const char *name;
+    tu_fn fn;
+} tu_test;
+
+#define TU_MAX_TESTS 256
+static tu_test tu_tests[TU_MAX_TESTS];
+static int tu_n_tests;
+static int tu_failures; /* failed checks in the current test */
+
+static inline void tu_register(const char *name, tu_fn fn)
+{
+    if (tu_n_tests < TU_MAX_TESTS) tu_tests[tu_n_tests++] = (tu_test){name, fn};
+}
+
+#define TEST(name)                                                               \
+    static void test_##name(void);                                               \
+    __attribute__((constructor)) static void tu_reg_##name(void)                \
+    {                                                                            \
+        tu_register(#name, test_##name);                                         \
+    }                                                                            \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            tu_failures++;                                                       \
+        }                                                                        \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                    \
+    do {                                                                         \
+        double tu_a = (double)(a), tu_b = (double)(b), tu_t = (double)(tol);     \
+        if (!(fabs(tu_a - tu_b) <= tu_t)) {                                      \
+            fprintf(stderr, "  %s:%d: CHECK_NEAR failed: %s = %.10g, %s = %.10g (tol %g)\n", \
+                    __FILE__, __LINE__, #a, tu_a, #b, tu_b, tu_t);               \
+            tu_failures++;                                                       \
+        }                                                                        \
+    } while (0)
+
+/* Checks a status code and prints the context's message when it is not the expected one. */
+#define CHECK_STATUS(ctx, got, want)                                             \
+    do {                                                                         \
+        int tu_g = (got), tu_w = (want);                                         \
+        if (tu_g != tu_w) {                                                      \
+            fprintf(stderr, "  %s:%d: status %s (%s), wanted %s\n", __FILE__, __LINE__, \
+                    sg_status_string(tu_g), sg_ctx_message(ctx), sg_status_string(tu_w)); \
+            tu_failures++;                                                       \
+        }                                                                        \
+    } while (0)
+
+#define TEST_MAIN()                                                              \
+    int main(int argc, char **argv)                                              \
+    {                                                                            \
+        int passed = 0, failed = 0;                                              \
+        for (int i = 0; i < tu_n_tests; i++) {                                   \
+            if (argc > 1 && !strstr(tu_tests[i].name, argv[1])) continue;        \
+            tu_failures = 0;                                                     \
+            tu_tests[i].fn();                                                    \
+            if (tu_failures) {                                                   \
+                failed++;                                                        \
+                fprintf(stderr, "FAIL %s\n", tu_tests[i].name);                  \
+            } else {                                                             \
+                passed++;                                                        \
+                printf("ok   %s\n", tu_tests[i].name);                           \
+            }                                                                    \
+        }                                                                        \
+        printf("%d passed, %d failed\n", passed, failed);                        \
+        return failed ? 1 : 0;                                                   \
+    }
+
+#endif
