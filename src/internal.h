@@ -53,7 +53,8 @@ struct sg_tensor {
     uint32_t visit;     /* backward traversal mark (compared with ctx->visit_epoch) */
     int64_t rows_unique_lb; /* COO grads: lower bound on unique rows (compaction rule) */
 
-    /* optimizer bookkeeping for parameters (owned by src/optim) */
+    /* optimizer bookkeeping for a parameter: owned and freed by the optimizer that set it
+     * (parameters must outlive their optimizers) */
     void *optim_state;
 };
 
@@ -126,10 +127,11 @@ int sg__failc(sg_ctx *ctx, int status, const char *fmt, ...)
 /* ---- memory */
 void *sg__malloc(sg_ctx *ctx, size_t size); /* allocator hooks, counted; NULL + NOMEM */
 void *sg__calloc(sg_ctx *ctx, size_t n, size_t size);
-void sg__free(sg_ctx *ctx, void *p, size_t size);
+void sg__free(sg_ctx *ctx, void *p); /* NULL: no-op */
 void *sg__arena_alloc(sg_ctx *ctx, size_t size); /* NULL + NOMEM; memory not zeroed */
 void sg__arena_reset(sg_ctx *ctx);
 void sg__arena_free_all(sg_ctx *ctx);
+size_t sg__arena_capacity(const sg_ctx *ctx);
 
 /* ---- tensor construction (tape tensors unless said) */
 /* Dense tape tensor, data uninitialised (zeroed when `zero`). */
@@ -141,6 +143,11 @@ sg_tensor *sg__view(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
  * library's own hot paths. indices (sparse_dim, nnz) int64, values (nnz, dense...). */
 sg_tensor *sg__coo_wrap(sg_ctx *ctx, int ndim, const int64_t *shape, int sparse_dim,
                         sg_tensor *indices, sg_tensor *values, bool coalesced);
+/* Persistent COO tensor with uninitialised indices (sparse_dim, nnz) int64 and values
+ * (nnz, dense...) of dtype; it owns both (sg_tensor_free releases them). For constructors
+ * that validate user data and then fill them. */
+sg_tensor *sg__coo_new_persistent(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                                  int sparse_dim, int64_t nnz);
 /* Dense tape copy of t's meaning (COO summed into zeros). */
 sg_tensor *sg__densify(const sg_tensor *t);
 int64_t sg__numel(int ndim, const int64_t *shape);
@@ -162,6 +169,8 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
  * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
  * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
 int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
+/* Empties the gradient store (and the grads it lists) without dropping the tape. */
+void sg__grads_clear(sg_ctx *ctx);
 static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
 
 /* ---- sparse kernels (src/sparse) used by the core */

@@ -1,0 +1,258 @@
+/* The tape: nodes recorded by ops, reverse-mode traversal, the gradient store and the
+ * accumulation rules of DESIGN.md.
+ * Invariants: nodes are created in a topological order (an op's inputs exist before its
+ * output); a traversal touches only nodes reachable from the output it starts at; the
+ * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset. */
+#include "internal.h"
+
+#include <stdio.h>
+
+bool sg__needs_grad(sg_ctx *ctx, int n, sg_tensor *const *in)
+{
+    if (!ctx->grad_enabled) return false;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->requires_grad) return true;
+    return false;
+}
+
+sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tensor *out,
+                      int n, sg_tensor *const *in)
+{
+    if (n < 0 || n > SG__MAX_NODE_INPUTS)
+        return sg__fail(ctx, SG_ERR_STATE, "%s: %d inputs (at most %d)", name, n, SG__MAX_NODE_INPUTS);
+    sg_node *node = sg__arena_alloc(ctx, sizeof *node);
+    if (!node) return NULL;
+    memset(node, 0, sizeof *node);
+    node->backward = bw;
+    node->name = name;
+    node->out = out;
+    node->n_in = n;
+    for (int i = 0; i < n; i++) node->in[i] = in[i];
+    node->seq = ctx->n_nodes++;
+    out->node = node;
+    out->requires_grad = true;
+    return node;
+}
+
+int64_t sg_tape_nodes(const sg_ctx *ctx) { return ctx ? ctx->n_nodes : 0; }
+
+int sg_set_grad_enabled(sg_ctx *ctx, int enabled)
+{
+    if (!ctx) return 0;
+    int prev = ctx->grad_enabled;
+    ctx->grad_enabled = enabled != 0;
+    return prev;
+}
+
+/* ---- gradient store */
+
+static int store_add(sg_ctx *ctx, sg_tensor *x)
+{
+    if (ctx->store_len == ctx->store_cap) {
+        int64_t cap = ctx->store_cap ? 2 * ctx->store_cap : 64;
+        sg_tensor **s = sg__malloc(ctx, (size_t)cap * sizeof *s);
+        if (!s) return SG_ERR_NOMEM;
+        if (ctx->store_len) memcpy(s, ctx->store, (size_t)ctx->store_len * sizeof *s);
+        sg__free(ctx, ctx->store);
+        ctx->store = s;
+        ctx->store_cap = cap;
+    }
+    ctx->store[ctx->store_len++] = x;
+    x->in_store = true;
+    return SG_OK;
+}
+
+void sg__grads_clear(sg_ctx *ctx)
+{
+    for (int64_t i = 0; i < ctx->store_len; i++) {
+        ctx->store[i]->grad = NULL;
+        ctx->store[i]->in_store = false;
+    }
+    ctx->store_len = 0;
+}
+
+int64_t sg_grads_count(const sg_ctx *ctx) { return ctx ? ctx->store_len : 0; }
+
+sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i)
+{
+    if (!ctx || i < 0 || i >= ctx->store_len) return NULL;
+    return ctx->store[i];
+}
+
+sg_tensor *sg_tensor_grad(const sg_tensor *t) { return t ? t->grad : NULL; }
+
+void sg_tape_reset(sg_ctx *ctx)
+{
+    if (!ctx) return;
+    sg__grads_clear(ctx);
+    sg__arena_reset(ctx);
+    ctx->n_nodes = 0;
+}
+
+/* ---- accumulation */
+
+/* Makes x's dense gradient safe to modify in place (copy on write). */
+static int own_dense_grad(sg_tensor *x)
+{
+    if (x->grad_owned) return SG_OK;
+    sg_tensor *c = sg__densify(x->grad);
+    if (!c) return SG_ERR_NOMEM;
+    x->grad = c;
+    x->grad_owned = true;
+    return SG_OK;
+}
+
+static int64_t sparse_rows(const sg_tensor *t) { return sg__prod(t->shape, 0, t->sparse_dim); }
+
+int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
+{
+    if (!x || !x->requires_grad) return SG_OK;
+    sg_ctx *ctx = x->ctx;
+    if (!g) return ctx->status ? ctx->status : sg__failc(ctx, SG_ERR_STATE, "NULL gradient");
+    if (!sg__same_shape(x, g) || g->dtype != x->dtype) {
+        char a[64], b[64];
+        return sg__failc(ctx, SG_ERR_STATE, "internal: gradient %s does not match tensor %s",
+                         sg__shape_str(g, a, sizeof a), sg__shape_str(x, b, sizeof b));
+    }
+    if (!x->node && !x->in_store) {
+        int rc = store_add(ctx, x);
+        if (rc) return rc;
+    }
+    sg_tensor *cur = x->grad;
+    if (!cur) { /* none + g = g, no copy */
+        x->grad = g;
+        x->grad_owned = owned;
+        x->rows_unique_lb = g->layout == SG_COO ? (g->coalesced ? g->nnz : (g->nnz > 0)) : 0;
+        return SG_OK;
+    }
+    if (cur->layout == SG_DENSE) {
+        int rc = own_dense_grad(x);
+        if (rc) return rc;
+        cur = x->grad;
+        if (g->layout == SG_COO) { /* dense += sparse: index-add, no sort */
+            sg__index_add_unchecked(cur, g, 1.0);
+            return SG_OK;
+        }
+        SG__DISPATCH_FLOAT(cur->dtype, T, {
+            T *d = cur->data;
+            const T *s = g->data;
+            for (int64_t i = 0; i < cur->numel; i++) d[i] += s[i];
+        });
+        return SG_OK;
+    }
+    if (g->layout == SG_DENSE) { /* sparse + dense = dense */
+        sg_tensor *d = owned ? g : sg__densify(g);
+        if (!d) return SG_ERR_NOMEM;
+        sg__index_add_unchecked(d, cur, 1.0);
+        x->grad = d;
+        x->grad_owned = true;
+        return SG_OK;
+    }
+    /* sparse + sparse = concatenation; compaction keeps nnz <= rows of x */
+    int64_t lb_g = g->coalesced ? g->nnz : (g->nnz > 0);
+    int64_t lb = x->rows_unique_lb > lb_g ? x->rows_unique_lb : lb_g;
+    sg_tensor *cat = sg__coo_concat(cur, g);
+    if (!cat) return SG_ERR_NOMEM;
+    if (cat->nnz > sparse_rows(x)) {
+        cat = sg_coalesce(cat);
+        if (!cat) return ctx->status;
+        lb = cat->nnz;
+    }
+    x->grad = cat;
+    x->grad_owned = true;
+    x->rows_unique_lb = lb;
+    return SG_OK;
+}
+
+/* ---- backward */
+
+/* Reachable nodes in reverse topological order (outputs before inputs), via an iterative
+ * depth-first post-order from `root`. Returns the count, or -1 (NOMEM recorded). */
+static int64_t collect(sg_ctx *ctx, sg_node *root, sg_node ***out_order)
+{
+    int64_t cap = ctx->n_nodes;
+    sg_node **order = sg__arena_alloc(ctx, (size_t)cap * sizeof *order);
+    sg_node **stack = sg__arena_alloc(ctx, (size_t)cap * sizeof *stack);
+    int *next = sg__arena_alloc(ctx, (size_t)cap * sizeof *next);
+    if (!order || !stack || !next) return -1;
+    uint32_t mark = ++ctx->visit_epoch;
+    int64_t n = 0, sp = 0;
+    root->visit = mark;
+    stack[sp] = root;
+    next[sp++] = 0;
+    while (sp) {
+        sg_node *v = stack[sp - 1];
+        int i = next[sp - 1];
+        if (i < v->n_in) {
+            next[sp - 1]++;
+            sg_tensor *in = v->in[i];
+            sg_node *u = in ? in->node : NULL;
+            if (u && u->visit != mark) {
+                u->visit = mark;
+                stack[sp] = u;
+                next[sp++] = 0;
+            }
+            continue;
+        }
+        order[n++] = v; /* post-order: inputs first */
+        sp--;
+    }
+    /* reverse: outputs first */
+    for (int64_t i = 0; i < n / 2; i++) {
+        sg_node *t = order[i];
+        order[i] = order[n - 1 - i];
+        order[n - 1 - i] = t;
+    }
+    *out_order = order;
+    return n;
+}
+
+int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
+{
+    if (!out) return SG_ERR_NULL;
+    sg_ctx *ctx = out->ctx;
+    if (!grad_out) return sg__failc(ctx, SG_ERR_NULL, "sg_backward: NULL gradient");
+    if (!sg__same_shape(out, grad_out) || grad_out->dtype != out->dtype) {
+        char a[64], b[64];
+        return sg__failc(ctx, SG_ERR_SHAPE, "sg_backward: gradient %s does not match output %s",
+                         sg__shape_str(grad_out, a, sizeof a), sg__shape_str(out, b, sizeof b));
+    }
+    if (!out->requires_grad)
+        return sg__failc(ctx, SG_ERR_STATE, "sg_backward: output does not require grad");
+    if (!out->node) return sg__accum_grad(out, grad_out, false);
+
+    sg_node **order;
+    int64_t n = collect(ctx, out->node, &order);
+    if (n < 0) return ctx->status;
+    for (int64_t i = 0; i < n; i++) order[i]->out->grad = NULL;
+    out->grad = grad_out;
+    out->grad_owned = false;
+    for (int64_t i = 0; i < n; i++) {
+        sg_node *v = order[i];
+        sg_tensor *g = v->out->grad;
+        if (!g) continue;
+        if (g->layout == SG_COO && !v->accepts_sparse_gout) {
+            g = sg__densify(g);
+            if (!g) return ctx->status;
+        }
+        int rc = v->backward(v, g);
+        v->out->grad = NULL;
+        if (rc) {
+            if (!ctx->status) sg__failc(ctx, rc, "backward of %s failed", v->name);
+            return rc;
+        }
+    }
+    return SG_OK;
+}
+
+int sg_backward(sg_tensor *loss)
+{
+    if (!loss) return SG_ERR_NULL;
+    if (loss->numel != 1 || loss->layout != SG_DENSE)
+        return sg__failc(loss->ctx, SG_ERR_SHAPE, "sg_backward: loss must be a dense scalar (numel %lld)",
+                         (long long)loss->numel);
+    sg_tensor *seed = sg__tmp_like(loss, false);
+    if (!seed) return loss->ctx->status;
+    SG__DISPATCH_FLOAT(loss->dtype, T, { ((T *)seed->data)[0] = 1; });
+    return sg_backward_grad(loss, seed);
+}

@@ -1,0 +1,190 @@
+/* Context: allocator hooks with byte accounting, error state, threads, random numbers.
+ * Invariants: every byte the library holds comes from sg__malloc (counted in bytes_in_use)
+ * or from the arena, whose chunks come from sg__malloc too. The last error lives here,
+ * never in a global. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static const char *const status_strings[] = {
+#define SG__STATUS_STR(name, str) str,
+    SG_STATUS_LIST(SG__STATUS_STR)
+#undef SG__STATUS_STR
+};
+
+const char *sg_status_string(int status)
+{
+    if (status < 0 || status >= SG_STATUS_COUNT) return "unknown status";
+    return status_strings[status];
+}
+
+static void *default_alloc(void *ud, size_t size)
+{
+    (void)ud;
+    return malloc(size);
+}
+
+static void default_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+/* Each allocation carries a 16-byte header holding its size, so frees need no size. */
+#define SG__HDR 16
+
+void *sg__malloc(sg_ctx *ctx, size_t size)
+{
+    if (size > SIZE_MAX - SG__HDR) return sg__fail(ctx, SG_ERR_NOMEM, "allocation of %zu bytes is too large", size);
+    unsigned char *p = ctx->alloc.alloc(ctx->alloc.ud, size + SG__HDR);
+    if (!p) return sg__fail(ctx, SG_ERR_NOMEM, "out of memory allocating %zu bytes", size);
+    memcpy(p, &size, sizeof size);
+    ctx->bytes_in_use += size;
+    if (ctx->bytes_in_use > ctx->peak_bytes) ctx->peak_bytes = ctx->bytes_in_use;
+    return p + SG__HDR;
+}
+
+void *sg__calloc(sg_ctx *ctx, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return sg__fail(ctx, SG_ERR_NOMEM, "allocation of %zu x %zu bytes overflows", n, size);
+    void *p = sg__malloc(ctx, n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+void sg__free(sg_ctx *ctx, void *ptr)
+{
+    if (!ptr) return;
+    unsigned char *p = (unsigned char *)ptr - SG__HDR;
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    ctx->bytes_in_use -= size;
+    ctx->alloc.free(ctx->alloc.ud, p);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
+{
+    sg_ctx_opts o = {0};
+    if (opts) o = *opts;
+    if (!o.allocator.alloc || !o.allocator.free) {
+        o.allocator.alloc = default_alloc;
+        o.allocator.free = default_free;
+        o.allocator.ud = NULL;
+    }
+    sg_ctx *ctx = o.allocator.alloc(o.allocator.ud, sizeof *ctx);
+    if (!ctx) return NULL;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->alloc = o.allocator;
+    ctx->nondeterministic = o.nondeterministic != 0;
+    ctx->grad_enabled = true;
+    sg_ctx_set_threads(ctx, o.threads);
+    uint64_t s = o.seed ? o.seed : 42;
+    for (int i = 0; i < 4; i++) ctx->rng[i] = splitmix64(&s);
+    return ctx;
+}
+
+void sg_ctx_free(sg_ctx *ctx)
+{
+    if (!ctx) return;
+    while (ctx->persistent) sg_tensor_free(ctx->persistent);
+    sg_tape_reset(ctx);
+    sg__arena_free_all(ctx);
+    sg__free(ctx, ctx->store);
+    sg_allocator a = ctx->alloc;
+    a.free(a.ud, ctx);
+}
+
+static void vfail(sg_ctx *ctx, int status, const char *fmt, va_list ap)
+{
+    if (!ctx) return;
+    ctx->status = status;
+    vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
+}
+
+void *sg__fail(sg_ctx *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(ctx, status, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+int sg__failc(sg_ctx *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(ctx, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int sg_ctx_status(const sg_ctx *ctx) { return ctx ? ctx->status : SG_ERR_NULL; }
+const char *sg_ctx_message(const sg_ctx *ctx) { return ctx ? ctx->message : "NULL context"; }
+
+void sg_ctx_clear_error(sg_ctx *ctx)
+{
+    if (!ctx) return;
+    ctx->status = SG_OK;
+    ctx->message[0] = '\0';
+}
+
+int sg_ctx_threads(const sg_ctx *ctx) { return ctx ? ctx->threads : 1; }
+
+void sg_ctx_set_threads(sg_ctx *ctx, int threads)
+{
+    if (!ctx) return;
+#ifdef _OPENMP
+    if (threads <= 0) threads = omp_get_max_threads();
+#else
+    threads = 1;
+#endif
+    ctx->threads = threads < 1 ? 1 : threads;
+}
+
+int sg__threads(const sg_ctx *ctx) { return ctx ? ctx->threads : 1; }
+int sg_ctx_deterministic(const sg_ctx *ctx) { return ctx ? !ctx->nondeterministic : 1; }
+
+sg_mem_stats sg_ctx_mem_stats(const sg_ctx *ctx)
+{
+    sg_mem_stats s = {0, 0, 0};
+    if (!ctx) return s;
+    s.bytes_in_use = ctx->bytes_in_use;
+    s.peak_bytes = ctx->peak_bytes;
+    s.arena_bytes = sg__arena_capacity(ctx);
+    return s;
+}
+
+void sg_ctx_reset_peak(sg_ctx *ctx)
+{
+    if (ctx) ctx->peak_bytes = ctx->bytes_in_use;
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sg_rand_u64(sg_ctx *ctx)
+{
+    uint64_t *s = ctx->rng;
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+double sg_rand_uniform(sg_ctx *ctx) { return (double)(sg_rand_u64(ctx) >> 11) * 0x1.0p-53; }
