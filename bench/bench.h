@@ -27,4 +27,9 @@ void sgb_emit(const char *bench, const char *kase, const char *params_json, doub
 /* Keeps the optimiser from deleting a computed value. */
 void sgb_sink(double v);
 
+#include "families.h"
+#define SGB_DECLARE(name, what) int sgb_##name(const sgb_cfg *cfg);
+SGB_FAMILIES(SGB_DECLARE)
+#undef SGB_DECLARE
+
 #endif

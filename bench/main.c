@@ -7,10 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#define SGB_DECLARE(name, what) int sgb_##name(const sgb_cfg *cfg);
-SGB_FAMILIES(SGB_DECLARE)
-#undef SGB_DECLARE
-
 typedef struct {
     const char *name, *what;
     int (*run)(const sgb_cfg *);
