@@ -61,9 +61,13 @@ void sg__arena_reset(sg_ctx *ctx)
         size_t total = 0;
         for (sg__chunk *c = a->first; c; c = c->next) total += c->cap;
         sg__arena_free_all(ctx);
+        /* A failed consolidation only costs a later regrowth: keep the caller's status. */
+        int status = ctx->status;
+        char message[sizeof ctx->message];
+        memcpy(message, ctx->message, sizeof message);
         a->first = a->head = chunk_new(ctx, total);
-        /* A failed consolidation only costs a later regrowth. */
-        if (!a->first) sg_ctx_clear_error(ctx);
+        ctx->status = status;
+        memcpy(ctx->message, message, sizeof message);
     }
     if (a->first) a->first->used = 0;
     a->head = a->first;

@@ -1,0 +1,300 @@
+/* Core: context, errors, arena, tensors, tape traversal, gradient store and the
+ * accumulation rules, allocation-failure injection over a whole training step. */
+#include "internal.h"
+#include "testutil.h"
+
+/* ---- a counting allocator that can fail the N-th allocation */
+typedef struct {
+    long calls, fail_at; /* fail_at <= 0: never */
+} counting;
+
+static void *count_alloc(void *ud, size_t n)
+{
+    counting *c = ud;
+    c->calls++;
+    if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
+    return malloc(n);
+}
+static void count_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+/* ---- a test op: y = s * x, whose backward counts its calls */
+static int scale_calls;
+static int tscale_backward(sg_node *n, sg_tensor *gout)
+{
+    scale_calls++;
+    sg_tensor *g = sg__tmp_like(gout, false);
+    if (!g) return SG_ERR_NOMEM;
+    const double *s = gout->data;
+    double *d = g->data;
+    for (int64_t i = 0; i < g->numel; i++) d[i] = n->scalar[0] * s[i];
+    return sg__accum_grad(n->in[0], g, true);
+}
+static sg_tensor *tscale(sg_tensor *x, double s)
+{
+    if (!x) return NULL;
+    sg_tensor *y = sg__tmp_like(x, false);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) ((double *)y->data)[i] = s * ((double *)x->data)[i];
+    if (sg__needs_grad(x->ctx, 1, &x)) {
+        sg_node *n = sg__node_new(x->ctx, tscale_backward, "tscale", y, 1, &x);
+        if (!n) return NULL;
+        n->scalar[0] = s;
+    }
+    return y;
+}
+
+TEST(status_strings_are_distinct)
+{
+    for (int i = 0; i < SG_STATUS_COUNT; i++)
+        for (int j = i + 1; j < SG_STATUS_COUNT; j++) CHECK(strcmp(sg_status_string(i), sg_status_string(j)) != 0);
+    CHECK(strcmp(sg_status_string(SG_STATUS_COUNT), "unknown status") == 0);
+    CHECK(strcmp(sg_status_string(-1), "unknown status") == 0);
+}
+
+TEST(null_handling)
+{
+    sg_ctx_free(NULL);
+    sg_tensor_free(NULL);
+    CHECK(sg_tensor_requires_grad(NULL, 1) == NULL);
+    CHECK(sg_backward(NULL) == SG_ERR_NULL);
+    CHECK(sg_tensor_grad(NULL) == NULL);
+    CHECK(sg_tensor_new(NULL, SG_F32, 0, NULL) == NULL);
+}
+
+TEST(tensor_construction_errors)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    CHECK(sg_tensor_new(ctx, SG_F32, 5, (int64_t[]){1, 1, 1, 1, 1}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_clear_error(ctx);
+    CHECK(sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){2, -1}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    CHECK(sg_tensor_new(ctx, (sg_dtype)17, 1, (int64_t[]){2}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_DTYPE);
+    sg_tensor *i = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){3});
+    CHECK(sg_tensor_requires_grad(i, 1) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_DTYPE);
+    sg_tensor *t = sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){2, 2}, (double[]){1, 2, 3, 4});
+    CHECK(t && sg_tensor_get(t, 3) == 4 && sg_tensor_dim(t, -1) == 2 && sg_tensor_numel(t) == 4);
+    sg_ctx_free(ctx); /* frees t and i too: ASan checks for leaks */
+}
+
+TEST(memory_accounting_returns_to_zero)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    size_t base = sg_ctx_mem_stats(ctx).bytes_in_use;
+    sg_tensor *t = sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){100, 10});
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use >= base + 4000);
+    sg_tensor_free(t);
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == base);
+    CHECK(sg_ctx_mem_stats(ctx).peak_bytes >= base + 4000);
+    sg_ctx_free(ctx);
+}
+
+/* The steady state of a step allocates nothing: the arena keeps its memory. */
+TEST(steady_state_step_does_not_allocate)
+{
+    counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}});
+    sg_tensor *x = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){1000});
+    sg_tensor_requires_grad(x, 1);
+    long before = 0;
+    for (int step = 0; step < 4; step++) {
+        if (step == 3) before = c.calls;
+        sg_tensor *y = x;
+        for (int k = 0; k < 50; k++) y = tscale(y, 1.01);
+        sg_tensor *seed = sg__tmp_like(y, true);
+        CHECK(y && seed);
+        CHECK(sg_backward_grad(y, seed) == SG_OK);
+        sg_tape_reset(ctx);
+    }
+    CHECK(c.calls == before);
+    sg_ctx_free(ctx);
+}
+
+/* Backward visits only nodes reachable from its output. */
+TEST(backward_visits_only_reachable_nodes)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *b = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *ya = tscale(tscale(a, 2), 3);
+    sg_tensor *yb = b;
+    for (int k = 0; k < 10; k++) yb = tscale(yb, 1);
+    CHECK(sg_tape_nodes(ctx) == 12);
+    scale_calls = 0;
+    sg_tensor *seed = sg__tmp_like(ya, false);
+    sg_tensor_fill(seed, 1.0);
+    CHECK(sg_backward_grad(ya, seed) == SG_OK);
+    CHECK(scale_calls == 2);
+    CHECK(sg_grads_count(ctx) == 1 && sg_grads_param(ctx, 0) == a);
+    CHECK(sg_tensor_grad(b) == NULL);
+    CHECK_NEAR(sg_tensor_get(sg_tensor_grad(a), 1), 6.0, 0);
+    (void)yb;
+    sg_tape_reset(ctx);
+    CHECK(sg_grads_count(ctx) == 0 && sg_tensor_grad(a) == NULL && sg_tape_nodes(ctx) == 0);
+    sg_ctx_free(ctx);
+}
+
+/* A leaf reached along two paths gets the sum; gradients accumulate across backward calls
+ * until the tape is reset. */
+TEST(two_paths_and_repeated_backward_accumulate)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){2}), 1);
+    sg_tensor *u = tscale(a, 2), *v = tscale(a, 5);
+    sg_tensor *w = tscale(u, 1); /* w depends on a via u only */
+    sg_tensor *ins[2] = {w, v};
+    (void)ins;
+    sg_tensor *seed = sg__tmp_like(w, false);
+    sg_tensor_fill(seed, 1.0);
+    CHECK(sg_backward_grad(w, seed) == SG_OK);
+    CHECK(sg_backward_grad(v, seed) == SG_OK);
+    CHECK_NEAR(sg_tensor_get(sg_tensor_grad(a), 0), 7.0, 0);
+    CHECK(sg_grads_count(ctx) == 1);
+    sg_ctx_free(ctx);
+}
+
+static sg_tensor *coo_rows(sg_ctx *ctx, int64_t V, int64_t D, int64_t nnz, const int64_t *rows,
+                           const double *vals)
+{
+    sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, (int64_t[]){1, nnz}, false);
+    sg_tensor *val = sg__tmp(ctx, SG_F64, 2, (int64_t[]){nnz, D}, false);
+    memcpy(ind->data, rows, (size_t)nnz * sizeof(int64_t));
+    memcpy(val->data, vals, (size_t)(nnz * D) * sizeof(double));
+    return sg__coo_wrap(ctx, 2, (int64_t[]){V, D}, 1, ind, val, false);
+}
+
+/* Rules of DESIGN.md, checked against dense arithmetic. */
+TEST(accumulation_rules)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){4, 2}), 1);
+    /* none + sparse = that sparse tensor, no copy */
+    sg_tensor *g1 = coo_rows(ctx, 4, 2, 2, (int64_t[]){3, 1}, (double[]){1, 2, 3, 4});
+    CHECK(sg__accum_grad(x, g1, false) == SG_OK);
+    CHECK(sg_tensor_grad(x) == g1);
+    /* sparse + sparse = concatenation, unsorted, duplicates kept */
+    sg_tensor *g2 = coo_rows(ctx, 4, 2, 1, (int64_t[]){3}, (double[]){10, 20});
+    CHECK(sg__accum_grad(x, g2, false) == SG_OK);
+    sg_tensor *g = sg_tensor_grad(x);
+    CHECK(g->layout == SG_COO && g->nnz == 3 && !g->coalesced);
+    CHECK(((int64_t *)g->indices->data)[0] == 3 && ((int64_t *)g->indices->data)[2] == 3);
+    double want[8] = {0, 0, 3, 4, 0, 0, 11, 22};
+    for (int i = 0; i < 8; i++) CHECK_NEAR(sg_tensor_get(g, i), want[i], 0);
+    /* compaction: nnz above the 4 rows coalesces */
+    sg_tensor *g3 = coo_rows(ctx, 4, 2, 2, (int64_t[]){1, 0}, (double[]){1, 1, 1, 1});
+    CHECK(sg__accum_grad(x, g3, false) == SG_OK);
+    g = sg_tensor_grad(x);
+    CHECK(g->layout == SG_COO && g->nnz <= 4 && g->coalesced);
+    double want2[8] = {1, 1, 4, 5, 0, 0, 11, 22};
+    for (int i = 0; i < 8; i++) CHECK_NEAR(sg_tensor_get(g, i), want2[i], 0);
+    /* sparse + dense = dense; the borrowed dense buffer is not modified */
+    sg_tensor *d = sg__tmp_like(x, false);
+    sg_tensor_fill(d, 0.5);
+    CHECK(sg__accum_grad(x, d, false) == SG_OK);
+    g = sg_tensor_grad(x);
+    CHECK(g->layout == SG_DENSE && g != d);
+    for (int i = 0; i < 8; i++) CHECK_NEAR(sg_tensor_get(g, i), want2[i] + 0.5, 0);
+    CHECK_NEAR(sg_tensor_get(d, 0), 0.5, 0);
+    /* dense + sparse = index-add in place (g is owned now) */
+    sg_tensor *g4 = coo_rows(ctx, 4, 2, 2, (int64_t[]){2, 2}, (double[]){1, 2, 3, 4});
+    CHECK(sg__accum_grad(x, g4, false) == SG_OK);
+    CHECK(sg_tensor_grad(x) == g);
+    CHECK_NEAR(sg_tensor_get(g, 4), 0.5 + 4, 0);
+    CHECK_NEAR(sg_tensor_get(g, 5), 0.5 + 6, 0);
+    CHECK(sg_grads_count(ctx) == 1);
+    sg_ctx_free(ctx);
+}
+
+/* A dense gradient borrowed from elsewhere is copied before it is added to (copy on write). */
+TEST(borrowed_dense_gradient_is_not_modified)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *y = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *shared = sg__tmp_like(x, false);
+    sg_tensor_fill(shared, 1.0);
+    CHECK(sg__accum_grad(x, shared, false) == SG_OK);
+    CHECK(sg__accum_grad(y, shared, false) == SG_OK);
+    CHECK(sg__accum_grad(x, shared, false) == SG_OK);
+    CHECK_NEAR(sg_tensor_get(sg_tensor_grad(x), 0), 2.0, 0);
+    CHECK_NEAR(sg_tensor_get(sg_tensor_grad(y), 0), 1.0, 0);
+    CHECK_NEAR(sg_tensor_get(shared, 0), 1.0, 0);
+    sg_ctx_free(ctx);
+}
+
+/* ---- one training step of a small MLP, through the public API */
+static int mlp_step(sg_ctx *ctx, sg_tensor **p, sg_tensor *X, sg_tensor *Y)
+{
+    sg_tensor *h = sg_tanh(sg_add(sg_matmul(X, p[0]), p[1]));
+    sg_tensor *loss = sg_cross_entropy(sg_matmul(h, p[2]), Y);
+    int rc = loss ? sg_backward(loss) : sg_ctx_status(ctx);
+    if (!rc) {
+        /* validate every gradient before writing any parameter */
+        for (int64_t i = 0; i < sg_grads_count(ctx); i++)
+            if (!sg_tensor_grad(sg_grads_param(ctx, i))) rc = SG_ERR_STATE;
+        for (int64_t i = 0; !rc && i < sg_grads_count(ctx); i++) {
+            sg_tensor *q = sg_grads_param(ctx, i);
+            double *w = sg_tensor_f64(q);
+            for (int64_t j = 0; j < sg_tensor_numel(q); j++) w[j] -= 0.1 * sg_tensor_get(sg_tensor_grad(q), j);
+        }
+    }
+    sg_tape_reset(ctx);
+    return rc;
+}
+
+static int mlp_setup(sg_ctx *ctx, sg_tensor **p, sg_tensor **X, sg_tensor **Y)
+{
+    *X = sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){8, 3});
+    *Y = sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){8}, (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1});
+    p[0] = sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){3, 5});
+    p[1] = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){5});
+    p[2] = sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){5, 3});
+    if (!*X || !*Y || !p[0] || !p[1] || !p[2]) return SG_ERR_NOMEM;
+    for (int i = 0; i < 3; i++) {
+        sg_tensor_fill_uniform(p[i], -1, 1);
+        sg_tensor_requires_grad(p[i], 1);
+    }
+    sg_tensor_fill_uniform(*X, -1, 1);
+    return SG_OK;
+}
+
+/* Fails the N-th allocation for every N a step makes: an error, never a crash or a leak,
+ * and parameters unchanged when the step failed. */
+TEST(allocation_failure_at_every_point_of_a_step)
+{
+    counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}, .threads = 1});
+    sg_tensor *p[3], *X, *Y;
+    CHECK(mlp_setup(ctx, p, &X, &Y) == SG_OK);
+    long setup_calls = c.calls;
+    CHECK(mlp_step(ctx, p, X, Y) == SG_OK);
+    long total = c.calls;
+    sg_ctx_free(ctx);
+    int failures_seen = 0;
+    for (long n = setup_calls + 1; n <= total; n++) {
+        counting f = {0, n};
+        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &f}, .threads = 1});
+        CHECK(fc != NULL);
+        if (!fc) continue;
+        CHECK(mlp_setup(fc, p, &X, &Y) == SG_OK);
+        double before[15];
+        for (int j = 0; j < 15; j++) before[j] = sg_tensor_get(p[0], j);
+        int rc = mlp_step(fc, p, X, Y);
+        if (rc) {
+            failures_seen++;
+            CHECK(rc == SG_ERR_NOMEM);
+            CHECK(sg_ctx_status(fc) == SG_ERR_NOMEM);
+            for (int j = 0; j < 15; j++) CHECK(sg_tensor_get(p[0], j) == before[j]);
+        }
+        sg_ctx_free(fc);
+    }
+    CHECK(failures_seen > 0);
+}
+
+TEST_MAIN()
