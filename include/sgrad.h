@@ -276,6 +276,28 @@ sg_tensor *sg_to_sparse(sg_tensor *x, int sparse_dim);
  * and x's values there. Backward restricts the gradient to the pattern (masked). */
 sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
 
+/* ---------------------------------------------------------------- word2vec loss */
+
+typedef struct {
+    double fused_sgd_lr; /* > 0: the backward applies plain SGD to W in place,
+                            W[row] -= lr * (gradient row), and stores no gradient for W
+                            (h still gets its gradient); 0: W gets a COO gradient */
+} sg_sgns_opts;
+
+/* Negative-sampling loss of word2vec (skip-gram and CBOW) for B examples:
+ *   loss = -sum_i [ log sigmoid(W[t_i0] . h_i) + sum_{j>=1} log sigmoid(-W[t_ij] . h_i) ]
+ * h (B,D) dense float (the input vectors, e.g. from sg_embedding or sg_embedding_bag),
+ * W (V,D) dense float of h's dtype (the output table), targets (B,T) int32/int64 in
+ * [0,V) with T >= 1: column 0 the true target, columns 1.. the negatives -> scalar.
+ * Gradients: h gets a dense (B,D) one; W a COO (V,D) one with B*T rows (the targets,
+ * uncoalesced) or, with opts->fused_sgd_lr, an in-place update that costs O(B*T*D).
+ * The fused update is bitwise identical for any thread count; with a nondeterministic
+ * context it runs Hogwild-style (racy row updates, faster). opts NULL: no fusion.
+ * Errors: SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_INDEX (a target out of range),
+ * SG_ERR_VALUE (fused_sgd_lr negative or not finite). */
+sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
+                        const sg_sgns_opts *opts);
+
 /* ---------------------------------------------------------------- gradcheck */
 
 typedef sg_tensor *(*sg_gradcheck_fn)(sg_ctx *ctx, sg_tensor *const *inputs, void *ud);
@@ -310,6 +332,36 @@ int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
 
 typedef struct sg_optim sg_optim;
 /* Declared in the optimizer section below (see src/optim). */
+
+/* ---------------------------------------------------------------- io: word vectors */
+/* word2vec's two file formats. Both open with a text line "V D". Text: then V lines
+ * "word v1 ... vD". Binary: then, per word, the word, one space, D float32 values
+ * (little-endian) and a newline. A word is a non-empty byte string without whitespace.
+ * gensim's KeyedVectors.load_word2vec_format reads both. */
+
+typedef struct sg_wordvec sg_wordvec;
+
+/* Writes table (V,D) (dense f32 or f64) with row i labelled words[i], most frequent first
+ * by convention, as text (binary 0) or binary (1). Text values have 9 significant digits,
+ * so f32 values read back exactly. Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT,
+ * SG_ERR_DTYPE, SG_ERR_SHAPE (table not 2-D), SG_ERR_ARG (an empty word or one with
+ * whitespace; checked before the file is opened), SG_ERR_IO; recorded on table's ctx. */
+int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
+                     int binary);
+/* Reads a file in word2vec's text (binary 0) or binary (1) format, or either (-1: told
+ * apart by the first record). Returns a new sg_wordvec (free it with sg_wordvec_free), or
+ * NULL with SG_ERR_IO, SG_ERR_FORMAT (bad header, short record, a value that is not a
+ * number, a duplicate word) or SG_ERR_NOMEM recorded on ctx. */
+sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
+void sg_wordvec_free(sg_wordvec *wv); /* NULL: no-op */
+int64_t sg_wordvec_count(const sg_wordvec *wv); /* V */
+int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D */
+/* Word i (0-based, file order), or NULL when i is out of range. Owned by wv. */
+const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
+/* The (V,D) f32 vectors: a persistent tensor owned by wv (do not sg_tensor_free it). */
+sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv);
+/* Row of `word`, or -1 if it is absent. O(1) on average (hash table). */
+int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
 
 #ifdef __cplusplus
 }
