@@ -1,0 +1,94 @@
+/* Shared plumbing of the op files: input checks with uniform messages and the parallel
+ * range loop. Invariant: sg__op_parallel's chunking is a function of (n, grain) only, so
+ * the thread count never changes which items a chunk holds or the order inside it. */
+#include "ops.h"
+
+void sg__op_parallel(sg_ctx *ctx, int64_t n, int64_t grain, sg__op_range_fn fn, void *ud)
+{
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t chunks = (n + grain - 1) / grain;
+    int threads = sg__threads(ctx);
+    if (chunks == 1 || threads <= 1) {
+        for (int64_t c = 0; c < chunks; c++)
+            fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+        return;
+    }
+    if ((int64_t)threads > chunks) threads = (int)chunks;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+    for (int64_t c = 0; c < chunks; c++)
+        fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+}
+
+const char *sg__op_dtype_name(sg_dtype d)
+{
+    switch (d) {
+    case SG_F32: return "f32";
+    case SG_F64: return "f64";
+    case SG_I32: return "i32";
+    case SG_I64: return "i64";
+    }
+    return "?";
+}
+
+bool sg__op_check_dense(const char *op, const sg_tensor *t)
+{
+    if (t->layout == SG_DENSE) return true;
+    char s[96];
+    sg__fail(t->ctx, SG_ERR_LAYOUT, "%s: COO operand %s not supported here (dense expected)",
+             op, sg__shape_str(t, s, sizeof s));
+    return false;
+}
+
+bool sg__op_check_float(const char *op, const sg_tensor *t)
+{
+    if (!sg__op_check_dense(op, t)) return false;
+    if (sg__is_float(t->dtype)) return true;
+    char s[96];
+    sg__fail(t->ctx, SG_ERR_DTYPE, "%s: operand %s is %s, f32 or f64 expected", op,
+             sg__shape_str(t, s, sizeof s), sg__op_dtype_name(t->dtype));
+    return false;
+}
+
+bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b)
+{
+    if (a->ctx != b->ctx) {
+        sg__fail(a->ctx, SG_ERR_ARG, "%s: operands belong to different contexts", op);
+        return false;
+    }
+    if (a->dtype != b->dtype) {
+        char sa[96], sb[96];
+        sg__fail(a->ctx, SG_ERR_DTYPE, "%s: dtypes differ: %s %s and %s %s", op,
+                 sg__op_dtype_name(a->dtype), sg__shape_str(a, sa, sizeof sa),
+                 sg__op_dtype_name(b->dtype), sg__shape_str(b, sb, sizeof sb));
+        return false;
+    }
+    return true;
+}
+
+bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out)
+{
+    int d = dim < 0 ? dim + t->ndim : dim;
+    if (d < 0 || d >= t->ndim) {
+        char s[96];
+        sg__fail(t->ctx, SG_ERR_ARG, "%s: dim %d out of range for shape %s", op, dim,
+                 sg__shape_str(t, s, sizeof s));
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = sg__prod(t->shape, 0, dim);
+    *len = t->shape[dim];
+    *inner = sg__prod(t->shape, dim + 1, t->ndim);
+}
+
+int sg__op_status(const sg_ctx *ctx)
+{
+    return ctx->status != SG_OK ? ctx->status : SG_ERR_NOMEM;
+}

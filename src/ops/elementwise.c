@@ -1,0 +1,290 @@
+/* Binary elementwise ops with numpy broadcasting (add, sub, mul, div) and scale.
+ *
+ * Invariants: both operands are dense with one dtype (COO + COO addition is handed to the
+ * sparse module); the output has the broadcast shape. A backward reduces an input's
+ * gradient over the dims the input was stretched along by summing in output order on one
+ * thread, and writes it elementwise in parallel when the input was not stretched, so the
+ * result never depends on the thread count. */
+#include "ops.h"
+
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
+static const char *const bin_names[] = {"sg_add", "sg_sub", "sg_mul", "sg_div"};
+
+/* The broadcast output shape, padded on the left to 4 dims (d), and each operand's element
+ * strides over that padded index (0 along stretched dims). */
+typedef struct {
+    int ndim;
+    int64_t shape[SG_MAX_DIMS];
+    int64_t d[4];
+    int64_t st[2][4];
+    int64_t numel;
+} bcast;
+
+static bool bcast_init(bcast *bc, const sg_tensor *a, const sg_tensor *b)
+{
+    const sg_tensor *in[2] = {a, b};
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    bc->ndim = nd;
+    for (int p = 0; p < 4; p++) {
+        int q = p - (4 - nd); /* output dim, < 0 in the padding */
+        int64_t size[2], stride[2];
+        for (int k = 0; k < 2; k++) {
+            int qk = q - (nd - in[k]->ndim);
+            size[k] = qk >= 0 ? in[k]->shape[qk] : 1;
+            stride[k] = (qk >= 0 && size[k] != 1) ? sg__prod(in[k]->shape, qk + 1, in[k]->ndim)
+                                                  : 0;
+        }
+        if (size[0] != size[1] && size[0] != 1 && size[1] != 1) return false;
+        bc->d[p] = size[0] == 1 ? size[1] : size[0];
+        bc->st[0][p] = stride[0];
+        bc->st[1][p] = stride[1];
+        if (q >= 0) bc->shape[q] = bc->d[p];
+    }
+    bc->numel = bc->d[0] * bc->d[1] * bc->d[2] * bc->d[3];
+    return true;
+}
+
+/* Offset of operand k's element at the start of padded output row r (a row = last dim). */
+static inline int64_t row_off(const bcast *bc, int k, int64_t r)
+{
+    int64_t i2 = r % bc->d[2];
+    r /= bc->d[2];
+    int64_t i1 = r % bc->d[1];
+    int64_t i0 = r / bc->d[1];
+    return i0 * bc->st[k][0] + i1 * bc->st[k][1] + i2 * bc->st[k][2];
+}
+
+/* True when operand k fills the output shape (no dim stretched). */
+static bool bcast_full(const bcast *bc, const sg_tensor *t)
+{
+    return t->numel == bc->numel;
+}
+
+typedef struct {
+    const bcast *bc;
+    sg_dtype dtype;
+    bin_kind kind;
+    const void *a, *b;
+    const void *g; /* backward: gradient of the output */
+    void *dst;     /* forward: the output; backward: gradient of operand `which` */
+    int which;
+} bin_job;
+
+/* Walks flat output elements [lo, hi) row by row: x, y point at the operands' elements of
+ * row r, columns [j0, j1); sa, sb are the operands' last-dim strides. */
+#define BIN_WALK(lo, hi, BODY)                                                   \
+    for (int64_t e_ = (lo); e_ < (hi);) {                                        \
+        int64_t r = e_ / n3;                                                     \
+        int64_t j0 = e_ % n3;                                                    \
+        int64_t j1 = n3 - j0 < (hi) - e_ ? n3 : j0 + ((hi) - e_);                \
+        BODY                                                                     \
+        e_ += j1 - j0;                                                           \
+    }
+
+/* Applies EXPR (of xv, yv) to columns [j0, j1) of row r, unit-stride loop when possible. */
+#define BIN_ROW(EXPR)                                                            \
+    do {                                                                         \
+        const T *x = A + row_off(bc, 0, r);                                      \
+        const T *y = B + row_off(bc, 1, r);                                      \
+        T *o = O + r * n3;                                                       \
+        if (sa == 1 && sb == 1) {                                                \
+            for (int64_t j = j0; j < j1; j++) {                                  \
+                T xv = x[j];                                                     \
+                T yv = y[j];                                                     \
+                o[j] = EXPR;                                                     \
+            }                                                                    \
+        } else {                                                                 \
+            for (int64_t j = j0; j < j1; j++) {                                  \
+                T xv = x[j * sa];                                                \
+                T yv = y[j * sb];                                                \
+                o[j] = EXPR;                                                     \
+            }                                                                    \
+        }                                                                        \
+    } while (0);
+
+static void bin_fwd(void *ud, int64_t lo, int64_t hi)
+{
+    const bin_job *J = ud;
+    const bcast *bc = J->bc;
+    const int64_t n3 = bc->d[3], sa = bc->st[0][3], sb = bc->st[1][3];
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T *A = J->a;
+        const T *B = J->b;
+        T *O = J->dst;
+        switch (J->kind) {
+        case BIN_ADD: BIN_WALK(lo, hi, BIN_ROW(xv + yv)) break;
+        case BIN_SUB: BIN_WALK(lo, hi, BIN_ROW(xv - yv)) break;
+        case BIN_MUL: BIN_WALK(lo, hi, BIN_ROW(xv * yv)) break;
+        case BIN_DIV: BIN_WALK(lo, hi, BIN_ROW(xv / yv)) break;
+        }
+    });
+}
+
+/* dst[operand `which`'s element] += EXPR (of gv, xv, yv) for columns [j0, j1) of row r. */
+#define BIN_GRAD_ROW(EXPR)                                                       \
+    do {                                                                         \
+        const T *x = A + row_off(bc, 0, r);                                      \
+        const T *y = B + row_off(bc, 1, r);                                      \
+        const T *gr = G + r * n3;                                                \
+        T *dr = D + row_off(bc, J->which, r);                                    \
+        for (int64_t j = j0; j < j1; j++) {                                      \
+            T gv = gr[j];                                                        \
+            T xv = x[j * sa];                                                    \
+            T yv = y[j * sb];                                                    \
+            (void)xv;                                                            \
+            (void)yv;                                                            \
+            dr[j * sd] += EXPR;                                                  \
+        }                                                                        \
+    } while (0);
+
+static void bin_grad(void *ud, int64_t lo, int64_t hi)
+{
+    const bin_job *J = ud;
+    const bcast *bc = J->bc;
+    const int64_t n3 = bc->d[3], sa = bc->st[0][3], sb = bc->st[1][3];
+    const int64_t sd = bc->st[J->which][3];
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T *A = J->a;
+        const T *B = J->b;
+        const T *G = J->g;
+        T *D = J->dst;
+        switch (J->kind) {
+        case BIN_ADD: BIN_WALK(lo, hi, BIN_GRAD_ROW(gv)) break;
+        case BIN_SUB:
+            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv))
+            else BIN_WALK(lo, hi, BIN_GRAD_ROW(-gv))
+            break;
+        case BIN_MUL:
+            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv * yv))
+            else BIN_WALK(lo, hi, BIN_GRAD_ROW(gv * xv))
+            break;
+        case BIN_DIV:
+            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv / yv))
+            else BIN_WALK(lo, hi, BIN_GRAD_ROW(-gv * xv / (yv * yv)))
+            break;
+        }
+    });
+}
+
+/* Gradient of operand `which` (its own shape) from gout; NULL on NOMEM. */
+static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *gout, int which)
+{
+    sg_tensor *x = n->in[which];
+    sg_tensor *g = sg__tmp_like(x, true);
+    if (!g) return NULL;
+    bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
+                 gout->data, g->data, which};
+    if (bcast_full(bc, x))
+        sg__op_parallel(x->ctx, bc->numel, SG__OP_GRAIN, bin_grad, &J);
+    else
+        bin_grad(&J, 0, bc->numel); /* reduction: one thread, output order */
+    return g;
+}
+
+static int bin_backward(sg_node *n, sg_tensor *gout)
+{
+    bcast bc;
+    bcast_init(&bc, n->in[0], n->in[1]);
+    bin_kind kind = (bin_kind)n->iarg[0];
+    for (int k = 0; k < 2; k++) {
+        sg_tensor *x = n->in[k];
+        if (!sg__wants_grad(x)) continue;
+        if (bcast_full(&bc, x) && (kind == BIN_ADD || (kind == BIN_SUB && k == 0))) {
+            int rc = sg__accum_grad(x, gout, false);
+            if (rc != SG_OK) return rc;
+            continue;
+        }
+        sg_tensor *g = bin_input_grad(n, &bc, gout, k);
+        if (!g) return sg__op_status(x->ctx);
+        int rc = sg__accum_grad(x, g, true);
+        if (rc != SG_OK) return rc;
+    }
+    return SG_OK;
+}
+
+static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
+{
+    SG__CHECK_NOTNULL(a);
+    SG__CHECK_NOTNULL(b);
+    const char *op = bin_names[kind];
+    if (kind == BIN_ADD && a->layout == SG_COO && b->layout == SG_COO)
+        return sg__sparse_add(a, b);
+    if (!sg__op_check_pair(op, a, b) || !sg__op_check_float(op, a) || !sg__op_check_float(op, b))
+        return NULL;
+    sg_ctx *ctx = a->ctx;
+    bcast bc;
+    if (!bcast_init(&bc, a, b)) {
+        char sa[96], sb[96];
+        return sg__fail(ctx, SG_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", op,
+                        sg__shape_str(a, sa, sizeof sa), sg__shape_str(b, sb, sizeof sb));
+    }
+    sg_tensor *out = sg__tmp(ctx, a->dtype, bc.ndim, bc.shape, false);
+    if (!out) return NULL;
+    bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0};
+    sg__op_parallel(ctx, bc.numel, SG__OP_GRAIN, bin_fwd, &J);
+    sg_tensor *in[2] = {a, b};
+    if (sg__needs_grad(ctx, 2, in)) {
+        sg_node *n = sg__node_new(ctx, bin_backward, op, out, 2, in);
+        if (!n) return NULL;
+        n->iarg[0] = kind;
+    }
+    return out;
+}
+
+/* (broadcast of a and b) -> elementwise a + b; both COO: COO concatenation. */
+sg_tensor *sg_add(sg_tensor *a, sg_tensor *b) { return binary(BIN_ADD, a, b); }
+sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b) { return binary(BIN_SUB, a, b); }
+sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b) { return binary(BIN_MUL, a, b); }
+sg_tensor *sg_div(sg_tensor *a, sg_tensor *b) { return binary(BIN_DIV, a, b); }
+
+/* ---------------------------------------------------------------- scale */
+
+typedef struct {
+    sg_dtype dtype;
+    const void *src;
+    void *dst;
+    double s;
+} scale_job;
+
+static void scale_run(void *ud, int64_t lo, int64_t hi)
+{
+    const scale_job *J = ud;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T *x = J->src;
+        T *y = J->dst;
+        const T s = (T)J->s;
+        for (int64_t i = lo; i < hi; i++) y[i] = x[i] * s;
+    });
+}
+
+static sg_tensor *scale_dense(const sg_tensor *x, double s)
+{
+    sg_tensor *y = sg__tmp_like(x, false);
+    if (!y) return NULL;
+    scale_job J = {x->dtype, x->data, y->data, s};
+    sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, scale_run, &J);
+    return y;
+}
+
+static int scale_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *g = scale_dense(gout, n->scalar[0]);
+    if (!g) return sg__op_status(gout->ctx);
+    return sg__accum_grad(n->in[0], g, true);
+}
+
+/* a * s for dense a (any shape); COO a gives a COO result (values scaled). */
+sg_tensor *sg_scale(sg_tensor *a, double s)
+{
+    SG__CHECK_NOTNULL(a);
+    if (a->layout == SG_COO) return sg__sparse_scale(a, s);
+    if (!sg__op_check_float("sg_scale", a)) return NULL;
+    sg_tensor *out = scale_dense(a, s);
+    if (!out) return NULL;
+    if (sg__needs_grad(a->ctx, 1, &a)) {
+        sg_node *n = sg__node_new(a->ctx, scale_backward, "sg_scale", out, 1, &a);
+        if (!n) return NULL;
+        n->scalar[0] = s;
+    }
+    return out;
+}

@@ -1,0 +1,266 @@
+/* Matrix products: matmul ((M,K)@(K,N), batched (B,M,K)@(B,K,N); COO @ dense is handed to
+ * the sparse module) and rowdot.
+ *
+ * Invariants: every output element is produced by one thread, its terms added in
+ * ascending order of the contracted index with a grouping fixed by compile-time block
+ * sizes, so results are bitwise identical for any thread count. The backward products are
+ * computed as plain row-major products after an explicit transpose of one operand, so the
+ * inner loop of every kernel runs over contiguous memory. */
+#include "ops.h"
+
+#define MM_KB 128 /* contracted-index block: MM_KB rows of B stay in cache */
+#define MM_NB 256 /* column block of B and C */
+#define MM_SERIAL_FLOPS ((int64_t)1 << 18)
+
+/* C (batch,M,N) = A (batch,M,K) @ B (batch,K,N); C zeroed by the caller. */
+typedef struct {
+    sg_dtype dtype;
+    int64_t M, K, N;
+    const void *A, *B;
+    void *C;
+} mm_job;
+
+/* Rows [lo, hi) of the stacked (batch*M) rows of C. */
+static void mm_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const mm_job *J = ud;
+    const int64_t M = J->M, K = J->K, N = J->N;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        for (int64_t r = lo; r < hi;) {
+            const int64_t bi = r / M;
+            const int64_t i0 = r % M;
+            const int64_t i1 = M - i0 < hi - r ? M : i0 + (hi - r);
+            const T *Ab = (const T *)J->A + bi * M * K;
+            const T *Bb = (const T *)J->B + bi * K * N;
+            T *Cb = (T *)J->C + bi * M * N;
+            for (int64_t jb = 0; jb < N; jb += MM_NB) {
+                const int64_t je = N - jb > MM_NB ? jb + MM_NB : N;
+                for (int64_t kb = 0; kb < K; kb += MM_KB) {
+                    const int64_t ke = K - kb > MM_KB ? kb + MM_KB : K;
+                    for (int64_t i = i0; i < i1; i++) {
+                        T *restrict c = Cb + i * N;
+                        const T *a = Ab + i * K;
+                        int64_t k = kb;
+                        for (; k + 4 <= ke; k += 4) {
+                            const T a0 = a[k];
+                            const T a1 = a[k + 1];
+                            const T a2 = a[k + 2];
+                            const T a3 = a[k + 3];
+                            const T *restrict b0 = Bb + k * N;
+                            const T *restrict b1 = b0 + N;
+                            const T *restrict b2 = b1 + N;
+                            const T *restrict b3 = b2 + N;
+                            for (int64_t j = jb; j < je; j++)
+                                c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+                        }
+                        for (; k < ke; k++) {
+                            const T a0 = a[k];
+                            const T *restrict b0 = Bb + k * N;
+                            for (int64_t j = jb; j < je; j++) c[j] += a0 * b0[j];
+                        }
+                    }
+                }
+            }
+            r += i1 - i0;
+        }
+    });
+}
+
+/* C (batch,M,N) zeroed += A @ B, in parallel over row blocks when the product is big. */
+static void mm_run(sg_ctx *ctx, sg_dtype dtype, int64_t batch, int64_t M, int64_t K, int64_t N,
+                   const void *A, const void *B, void *C)
+{
+    mm_job J = {dtype, M, K, N, A, B, C};
+    const int64_t rows = batch * M;
+    if (rows == 0 || N == 0 || K == 0) return;
+    int64_t grain = rows;
+    int threads = sg__threads(ctx);
+    if (threads > 1 && 2 * rows * K * N >= MM_SERIAL_FLOPS)
+        grain = (rows + threads - 1) / threads;
+    sg__op_parallel(ctx, rows, grain, mm_rows, &J);
+}
+
+/* dst (batch,C,R) = transpose of src (batch,R,C), in 32x32 tiles. */
+typedef struct {
+    size_t elem;
+    int64_t R, C;
+    const void *src;
+    void *dst;
+} tr_job;
+
+#define TR_TILE 32
+
+static void tr_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const tr_job *J = ud;
+    const int64_t R = J->R, C = J->C;
+    for (int64_t r = lo; r < hi;) {
+        const int64_t bi = r / R;
+        const int64_t r0 = r % R;
+        const int64_t r1 = R - r0 < hi - r ? R : r0 + (hi - r);
+        for (int64_t cb = 0; cb < C; cb += TR_TILE) {
+            const int64_t ce = C - cb > TR_TILE ? cb + TR_TILE : C;
+            if (J->elem == 8) {
+                const uint64_t *s = (const uint64_t *)J->src + bi * R * C;
+                uint64_t *d = (uint64_t *)J->dst + bi * R * C;
+                for (int64_t i = r0; i < r1; i++)
+                    for (int64_t c = cb; c < ce; c++) d[c * R + i] = s[i * C + c];
+            } else {
+                const uint32_t *s = (const uint32_t *)J->src + bi * R * C;
+                uint32_t *d = (uint32_t *)J->dst + bi * R * C;
+                for (int64_t i = r0; i < r1; i++)
+                    for (int64_t c = cb; c < ce; c++) d[c * R + i] = s[i * C + c];
+            }
+        }
+        r += r1 - r0;
+    }
+}
+
+/* A tape tensor (batch,C,R) holding the transpose of the last two dims of t (batch,R,C). */
+static sg_tensor *transpose_last2(const sg_tensor *t, int64_t batch, int64_t R, int64_t C)
+{
+    int64_t shape[3] = {batch, C, R};
+    sg_tensor *out = sg__tmp(t->ctx, t->dtype, 3, shape, false);
+    if (!out) return NULL;
+    tr_job J = {sg_dtype_size(t->dtype), R, C, t->data, out->data};
+    sg__op_parallel(t->ctx, batch * R, TR_TILE, tr_rows, &J);
+    return out;
+}
+
+/* iarg: batch (0 for 2-D), M, K, N. dA = G @ B^T, dB = A^T @ G. */
+static int matmul_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *a = n->in[0], *b = n->in[1];
+    sg_ctx *ctx = a->ctx;
+    const int64_t batch = n->iarg[0] ? n->iarg[0] : 1;
+    const int64_t M = n->iarg[1], K = n->iarg[2], N = n->iarg[3];
+    if (sg__wants_grad(a)) {
+        sg_tensor *bt = transpose_last2(b, batch, K, N); /* (batch,N,K) */
+        sg_tensor *ga = bt ? sg__tmp_like(a, true) : NULL;
+        if (!ga) return sg__op_status(ctx);
+        mm_run(ctx, a->dtype, batch, M, N, K, gout->data, bt->data, ga->data);
+        int rc = sg__accum_grad(a, ga, true);
+        if (rc != SG_OK) return rc;
+    }
+    if (sg__wants_grad(b)) {
+        sg_tensor *at = transpose_last2(a, batch, M, K); /* (batch,K,M) */
+        sg_tensor *gb = at ? sg__tmp_like(b, true) : NULL;
+        if (!gb) return sg__op_status(ctx);
+        mm_run(ctx, b->dtype, batch, K, M, N, at->data, gout->data, gb->data);
+        int rc = sg__accum_grad(b, gb, true);
+        if (rc != SG_OK) return rc;
+    }
+    return SG_OK;
+}
+
+/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense.
+ * Errors: SG_ERR_SHAPE for other ranks or mismatched K or B, SG_ERR_DTYPE, SG_ERR_LAYOUT
+ * for a COO right operand. */
+sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b)
+{
+    SG__CHECK_NOTNULL(a);
+    SG__CHECK_NOTNULL(b);
+    if (a->layout == SG_COO && b->layout == SG_DENSE) return sg__spmm(a, b);
+    if (!sg__op_check_pair("sg_matmul", a, b) || !sg__op_check_float("sg_matmul", a) ||
+        !sg__op_check_float("sg_matmul", b))
+        return NULL;
+    sg_ctx *ctx = a->ctx;
+    char sa[96], sb[96];
+    const bool ok_rank = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && b->ndim == 3);
+    if (!ok_rank || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] ||
+        (a->ndim == 3 && a->shape[0] != b->shape[0]))
+        return sg__fail(ctx, SG_ERR_SHAPE,
+                        "sg_matmul: shapes %s and %s do not form (M,K)@(K,N) or "
+                        "(B,M,K)@(B,K,N)",
+                        sg__shape_str(a, sa, sizeof sa), sg__shape_str(b, sb, sizeof sb));
+    const int64_t batch = a->ndim == 3 ? a->shape[0] : 1;
+    const int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
+    const int64_t N = b->shape[b->ndim - 1];
+    int64_t shape[3] = {batch, M, N};
+    sg_tensor *out = a->ndim == 3 ? sg__tmp(ctx, a->dtype, 3, shape, true)
+                                  : sg__tmp(ctx, a->dtype, 2, shape + 1, true);
+    if (!out) return NULL;
+    mm_run(ctx, a->dtype, batch, M, K, N, a->data, b->data, out->data);
+    sg_tensor *in[2] = {a, b};
+    if (sg__needs_grad(ctx, 2, in)) {
+        sg_node *n = sg__node_new(ctx, matmul_backward, "sg_matmul", out, 2, in);
+        if (!n) return NULL;
+        n->iarg[0] = a->ndim == 3 ? batch : 0;
+        n->iarg[1] = M;
+        n->iarg[2] = K;
+        n->iarg[3] = N;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- rowdot */
+
+/* Forward (g NULL): out[i] = sum_d x[i,d] * y[i,d]. Backward: out[i,d] = g[i] * y[i,d]. */
+typedef struct {
+    sg_dtype dtype;
+    int64_t D;
+    const void *x, *y, *g;
+    void *out;
+} rowdot_job;
+
+static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const rowdot_job *J = ud;
+    const int64_t D = J->D;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T *x = J->x;
+        const T *y = J->y;
+        const T *g = J->g;
+        T *o = J->out;
+        for (int64_t i = lo; i < hi; i++) {
+            if (g) {
+                for (int64_t d = 0; d < D; d++) o[i * D + d] = g[i] * y[i * D + d];
+            } else {
+                T acc = 0;
+                for (int64_t d = 0; d < D; d++) acc += x[i * D + d] * y[i * D + d];
+                o[i] = acc;
+            }
+        }
+    });
+}
+
+static int64_t rowdot_grain(int64_t D) { return D > 0 && D < SG__OP_GRAIN ? SG__OP_GRAIN / D : 1; }
+
+static int rowdot_backward(sg_node *n, sg_tensor *gout)
+{
+    for (int k = 0; k < 2; k++) {
+        sg_tensor *x = n->in[k];
+        if (!sg__wants_grad(x)) continue;
+        sg_tensor *g = sg__tmp_like(x, false);
+        if (!g) return sg__op_status(x->ctx);
+        rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data};
+        sg__op_parallel(x->ctx, x->shape[0], rowdot_grain(x->shape[1]), rowdot_rows, &J);
+        int rc = sg__accum_grad(x, g, true);
+        if (rc != SG_OK) return rc;
+    }
+    return SG_OK;
+}
+
+/* (N,D) . (N,D) -> (N). Errors: SG_ERR_SHAPE unless both are (N,D), SG_ERR_DTYPE. */
+sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b)
+{
+    SG__CHECK_NOTNULL(a);
+    SG__CHECK_NOTNULL(b);
+    if (!sg__op_check_pair("sg_rowdot", a, b) || !sg__op_check_float("sg_rowdot", a) ||
+        !sg__op_check_float("sg_rowdot", b))
+        return NULL;
+    if (a->ndim != 2 || !sg__same_shape(a, b)) {
+        char sa[96], sb[96];
+        return sg__fail(a->ctx, SG_ERR_SHAPE, "sg_rowdot: shapes %s and %s, two (N,D) expected",
+                        sg__shape_str(a, sa, sizeof sa), sg__shape_str(b, sb, sizeof sb));
+    }
+    sg_tensor *out = sg__tmp(a->ctx, a->dtype, 1, a->shape, false);
+    if (!out) return NULL;
+    rowdot_job J = {a->dtype, a->shape[1], a->data, b->data, NULL, out->data};
+    sg__op_parallel(a->ctx, a->shape[0], rowdot_grain(a->shape[1]), rowdot_rows, &J);
+    sg_tensor *in[2] = {a, b};
+    if (sg__needs_grad(a->ctx, 2, in) &&
+        !sg__node_new(a->ctx, rowdot_backward, "sg_rowdot", out, 2, in))
+        return NULL;
+    return out;
+}

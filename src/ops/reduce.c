@@ -1,0 +1,201 @@
+/* Reductions: sum and mean over all elements (COO sum is handed to the sparse module) and
+ * along one dim with or without keepdim.
+ *
+ * Invariants: a full reduction sums fixed chunks of SUM_CHUNK elements (each in a double
+ * accumulator, in order) and then adds the chunk sums in chunk order; a reduction along a
+ * dim adds the terms of each output element in ascending index order. Neither depends on
+ * the thread count. */
+#include "ops.h"
+
+#define SUM_CHUNK ((int64_t)1 << 14)
+
+/* ---------------------------------------------------------------- sum / mean of all */
+
+typedef struct {
+    sg_dtype dtype;
+    const void *x;
+    double *partial; /* one per chunk */
+} sum_job;
+
+static void sum_chunks(void *ud, int64_t lo, int64_t hi)
+{
+    const sum_job *J = ud;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T *x = J->x;
+        double acc = 0;
+        for (int64_t i = lo; i < hi; i++) acc += (double)x[i];
+        J->partial[lo / SUM_CHUNK] = acc;
+    });
+}
+
+/* Fills dst (dense float) with the value v. */
+typedef struct {
+    sg_dtype dtype;
+    void *dst;
+    double v;
+} fill_job;
+
+static void fill_run(void *ud, int64_t lo, int64_t hi)
+{
+    const fill_job *J = ud;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        T *d = J->dst;
+        const T v = (T)J->v;
+        for (int64_t i = lo; i < hi; i++) d[i] = v;
+    });
+}
+
+/* scalar[0]: 1 for sum, 1/numel for mean. */
+static int reduce_all_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *x = n->in[0];
+    sg_tensor *g = sg__tmp_like(x, false);
+    if (!g) return sg__op_status(x->ctx);
+    fill_job J = {x->dtype, g->data, sg_tensor_get(gout, 0) * n->scalar[0]};
+    sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, fill_run, &J);
+    return sg__accum_grad(x, g, true);
+}
+
+static sg_tensor *reduce_all(sg_tensor *a, bool mean)
+{
+    const char *op = mean ? "sg_mean" : "sg_sum";
+    if (!sg__op_check_float(op, a)) return NULL;
+    sg_ctx *ctx = a->ctx;
+    const int64_t n = a->numel, chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+    double *partial = chunks ? sg__arena_alloc(ctx, (size_t)chunks * sizeof(double)) : NULL;
+    if (chunks && !partial) return NULL;
+    sg_tensor *out = sg__tmp(ctx, a->dtype, 0, a->shape, false);
+    if (!out) return NULL;
+    sum_job J = {a->dtype, a->data, partial};
+    sg__op_parallel(ctx, n, SUM_CHUNK, sum_chunks, &J);
+    double total = 0;
+    for (int64_t c = 0; c < chunks; c++) total += partial[c];
+    if (mean) total /= (double)n; /* 0/0 = NaN for an empty tensor, as in numpy */
+    if (a->dtype == SG_F32)
+        *(float *)out->data = (float)total;
+    else
+        *(double *)out->data = total;
+    if (sg__needs_grad(ctx, 1, &a)) {
+        sg_node *nd = sg__node_new(ctx, reduce_all_backward, op, out, 1, &a);
+        if (!nd) return NULL;
+        nd->scalar[0] = mean ? 1.0 / (double)n : 1.0;
+    }
+    return out;
+}
+
+/* Sum of every element -> shape (); COO a: sum of its dense meaning (sparse module). */
+sg_tensor *sg_sum(sg_tensor *a)
+{
+    SG__CHECK_NOTNULL(a);
+    if (a->layout == SG_COO) return sg__sparse_sum(a);
+    return reduce_all(a, false);
+}
+
+/* Mean of every element -> shape (); NaN for an empty tensor. Dense only. */
+sg_tensor *sg_mean(sg_tensor *a)
+{
+    SG__CHECK_NOTNULL(a);
+    return reduce_all(a, true);
+}
+
+/* ---------------------------------------------------------------- along one dim */
+
+/* x viewed as (outer, len, inner), y as (outer, inner); work items are (o, i) pairs.
+ * Forward: y[o,i] = s * sum_d x[o,d,i]. Backward (expand): x[o,d,i] = s * y[o,i]. */
+typedef struct {
+    sg_dtype dtype;
+    int64_t len, inner;
+    const void *src;
+    void *dst;
+    double s;
+    bool expand;
+} dim_job;
+
+static void dim_run(void *ud, int64_t lo, int64_t hi)
+{
+    const dim_job *J = ud;
+    const int64_t len = J->len, inner = J->inner;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        const T s = (T)J->s;
+        for (int64_t e = lo; e < hi;) {
+            const int64_t o = e / inner;
+            const int64_t i0 = e % inner;
+            const int64_t i1 = inner - i0 < hi - e ? inner : i0 + (hi - e);
+            if (J->expand) {
+                const T *y = (const T *)J->src + o * inner;
+                T *x = (T *)J->dst + o * len * inner;
+                for (int64_t d = 0; d < len; d++)
+                    for (int64_t i = i0; i < i1; i++) x[d * inner + i] = s * y[i];
+            } else {
+                const T *x = (const T *)J->src + o * len * inner;
+                T *y = (T *)J->dst + o * inner;
+                for (int64_t i = i0; i < i1; i++) y[i] = 0;
+                for (int64_t d = 0; d < len; d++)
+                    for (int64_t i = i0; i < i1; i++) y[i] += x[d * inner + i];
+                if (s != 1)
+                    for (int64_t i = i0; i < i1; i++) y[i] *= s;
+            }
+            e += i1 - i0;
+        }
+    });
+}
+
+static int64_t dim_grain(int64_t len)
+{
+    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
+}
+
+/* iarg[0]: dim; scalar[0]: 1 or 1/len. */
+static int reduce_dim_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *x = n->in[0];
+    int64_t outer, len, inner;
+    sg__op_split(x, (int)n->iarg[0], &outer, &len, &inner);
+    sg_tensor *g = sg__tmp_like(x, false);
+    if (!g) return sg__op_status(x->ctx);
+    dim_job J = {x->dtype, len, inner, gout->data, g->data, n->scalar[0], true};
+    sg__op_parallel(x->ctx, outer * inner, dim_grain(len), dim_run, &J);
+    return sg__accum_grad(x, g, true);
+}
+
+static sg_tensor *reduce_dim(sg_tensor *a, int dim, int keepdim, bool mean)
+{
+    SG__CHECK_NOTNULL(a);
+    const char *op = mean ? "sg_mean_dim" : "sg_sum_dim";
+    int d;
+    if (!sg__op_check_float(op, a) || !sg__op_check_dim(op, a, dim, &d)) return NULL;
+    sg_ctx *ctx = a->ctx;
+    int64_t outer, len, inner;
+    sg__op_split(a, d, &outer, &len, &inner);
+    int64_t shape[SG_MAX_DIMS];
+    int nd = 0;
+    for (int k = 0; k < a->ndim; k++) {
+        if (k != d) shape[nd++] = a->shape[k];
+        else if (keepdim) shape[nd++] = 1;
+    }
+    sg_tensor *out = sg__tmp(ctx, a->dtype, nd, shape, false);
+    if (!out) return NULL;
+    const double s = mean ? 1.0 / (double)len : 1.0;
+    dim_job J = {a->dtype, len, inner, a->data, out->data, s, false};
+    sg__op_parallel(ctx, outer * inner, dim_grain(len), dim_run, &J);
+    if (sg__needs_grad(ctx, 1, &a)) {
+        sg_node *n = sg__node_new(ctx, reduce_dim_backward, op, out, 1, &a);
+        if (!n) return NULL;
+        n->iarg[0] = d;
+        n->scalar[0] = s;
+    }
+    return out;
+}
+
+/* Sum along dim (negative counts from the end): the dim is removed, or kept as 1 when
+ * keepdim. Errors: SG_ERR_ARG for a bad dim, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
+sg_tensor *sg_sum_dim(sg_tensor *a, int dim, int keepdim)
+{
+    return reduce_dim(a, dim, keepdim, false);
+}
+
+/* Mean along dim; same rules as sg_sum_dim (NaN where the dim is empty). */
+sg_tensor *sg_mean_dim(sg_tensor *a, int dim, int keepdim)
+{
+    return reduce_dim(a, dim, keepdim, true);
+}

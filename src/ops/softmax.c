@@ -1,0 +1,103 @@
+/* softmax and log_softmax along any dim.
+ *
+ * Invariants: x is viewed as (outer, len, inner) around the dim; each (outer, inner) pair
+ * is one independent slice of len elements with stride inner, normalised after
+ * subtracting its maximum (no overflow for finite inputs). Slices are processed in
+ * parallel, each by one thread in index order: deterministic. */
+#include "ops.h"
+
+#include <tgmath.h>
+
+/* Forward (g NULL): dst = softmax or log_softmax of x. Backward: dst = input gradient
+ * from y (the forward output) and g. */
+typedef struct {
+    sg_dtype dtype;
+    int64_t len, inner;
+    bool log;
+    const void *x, *y, *g;
+    void *dst;
+} sm_job;
+
+static void sm_run(void *ud, int64_t lo, int64_t hi)
+{
+    const sm_job *J = ud;
+    const int64_t len = J->len, inner = J->inner;
+    SG__DISPATCH_FLOAT(J->dtype, T, {
+        for (int64_t e = lo; e < hi; e++) {
+            const int64_t base = (e / inner) * len * inner + e % inner;
+            T *d = (T *)J->dst + base;
+            if (!J->g) {
+                const T *x = (const T *)J->x + base;
+                T m = -INFINITY;
+                for (int64_t k = 0; k < len; k++)
+                    if (x[k * inner] > m) m = x[k * inner];
+                T s = 0;
+                for (int64_t k = 0; k < len; k++) s += exp(x[k * inner] - m);
+                if (J->log) {
+                    const T lse = m + log(s);
+                    for (int64_t k = 0; k < len; k++) d[k * inner] = x[k * inner] - lse;
+                } else {
+                    for (int64_t k = 0; k < len; k++) d[k * inner] = exp(x[k * inner] - m) / s;
+                }
+            } else {
+                const T *y = (const T *)J->y + base;
+                const T *g = (const T *)J->g + base;
+                T s = 0;
+                if (J->log) { /* dx = g - softmax * sum(g) */
+                    for (int64_t k = 0; k < len; k++) s += g[k * inner];
+                    for (int64_t k = 0; k < len; k++)
+                        d[k * inner] = g[k * inner] - exp(y[k * inner]) * s;
+                } else { /* dx = y * (g - sum(g * y)) */
+                    for (int64_t k = 0; k < len; k++) s += g[k * inner] * y[k * inner];
+                    for (int64_t k = 0; k < len; k++)
+                        d[k * inner] = y[k * inner] * (g[k * inner] - s);
+                }
+            }
+        }
+    });
+}
+
+static int64_t sm_grain(int64_t len)
+{
+    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
+}
+
+/* iarg[0]: dim, iarg[1]: log. */
+static int sm_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *x = n->in[0];
+    int64_t outer, len, inner;
+    sg__op_split(x, (int)n->iarg[0], &outer, &len, &inner);
+    sg_tensor *g = sg__tmp_like(x, false);
+    if (!g) return sg__op_status(x->ctx);
+    sm_job J = {x->dtype, len, inner, n->iarg[1] != 0, NULL, n->out->data, gout->data, g->data};
+    sg__op_parallel(x->ctx, outer * inner, sm_grain(len), sm_run, &J);
+    return sg__accum_grad(x, g, true);
+}
+
+static sg_tensor *softmax_op(sg_tensor *a, int dim, bool log)
+{
+    SG__CHECK_NOTNULL(a);
+    const char *op = log ? "sg_log_softmax" : "sg_softmax";
+    int d;
+    if (!sg__op_check_float(op, a) || !sg__op_check_dim(op, a, dim, &d)) return NULL;
+    int64_t outer, len, inner;
+    sg__op_split(a, d, &outer, &len, &inner);
+    sg_tensor *out = sg__tmp_like(a, false);
+    if (!out) return NULL;
+    sm_job J = {a->dtype, len, inner, log, a->data, NULL, NULL, out->data};
+    sg__op_parallel(a->ctx, outer * inner, sm_grain(len), sm_run, &J);
+    if (sg__needs_grad(a->ctx, 1, &a)) {
+        sg_node *n = sg__node_new(a->ctx, sm_backward, op, out, 1, &a);
+        if (!n) return NULL;
+        n->iarg[0] = d;
+        n->iarg[1] = log;
+    }
+    return out;
+}
+
+/* Softmax along dim (negative counts from the end) -> a's shape. Errors: SG_ERR_ARG for a
+ * bad dim (a 0-d tensor has none), SG_ERR_DTYPE, SG_ERR_LAYOUT. */
+sg_tensor *sg_softmax(sg_tensor *a, int dim) { return softmax_op(a, dim, false); }
+/* log(softmax) along dim, computed as x - max - log(sum(exp(x - max))). */
+sg_tensor *sg_log_softmax(sg_tensor *a, int dim) { return softmax_op(a, dim, true); }

@@ -1,0 +1,881 @@
+/* Dense ops: every gradient against central finite differences (sg_gradcheck, f64), every
+ * forward value against a naive loop written here, stability at extreme inputs, bitwise
+ * determinism across thread counts, the COO dispatch of generic ops, and error handling
+ * (NULL result, the right status, no node recorded). */
+#include "internal.h"
+#include "testutil.h"
+
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+static sg_ctx *new_ctx(int threads)
+{
+    sg_ctx_opts o = {{NULL, NULL, NULL}, threads, 0, 11};
+    return sg_ctx_new(&o);
+}
+
+/* Persistent tensor of dtype with values drawn from [lo, hi); requires grad if floating. */
+static sg_tensor *rnd(sg_ctx *ctx, sg_dtype dt, double lo, double hi, int ndim, const int64_t *shape)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    if (!t) return NULL;
+    sg_tensor_fill_uniform(t, lo, hi);
+    return sg_tensor_requires_grad(t, 1);
+}
+#define P64(ctx, lo, hi, ...) rnd(ctx, SG_F64, lo, hi, SHAPE(__VA_ARGS__))
+#define P32(ctx, lo, hi, ...) rnd(ctx, SG_F32, lo, hi, SHAPE(__VA_ARGS__))
+static sg_tensor *scalar64(sg_ctx *ctx, double v)
+{
+    sg_tensor *t = sg_tensor_new(ctx, SG_F64, 0, NULL);
+    sg_tensor_fill(t, v);
+    return sg_tensor_requires_grad(t, 1);
+}
+
+/* Values in [0.2, 1.2) with a random sign: far from relu's kink at 0. */
+static sg_tensor *away_from_zero(sg_tensor *t)
+{
+    double *d = sg_tensor_f64(t);
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) d[i] = d[i] < 0 ? d[i] - 0.2 : d[i] + 0.2;
+    return t;
+}
+
+static sg_tensor *targets(sg_ctx *ctx, sg_dtype dt, int n, const int64_t *v)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, 1, (int64_t[]){n});
+    for (int i = 0; i < n; i++) {
+        if (dt == SG_I64) ((int64_t *)sg_tensor_data(t))[i] = v[i];
+        else ((int32_t *)sg_tensor_data(t))[i] = (int32_t)v[i];
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------------- functions under test */
+
+typedef enum {
+    F_ADD, F_SUB, F_MUL, F_DIV, F_SCALE, F_MATMUL, F_SUM, F_MEAN, F_SUM_DIM, F_MEAN_DIM,
+    F_RELU, F_SIGMOID, F_TANH, F_EXP, F_LOG, F_LOG_SIGMOID, F_SOFTMAX, F_LOG_SOFTMAX, F_CE,
+    F_BCE, F_ROWDOT, F_RESHAPE, F_TRANSPOSE, F_CONCAT, F_SQUARE, F_MM_PLUS_X
+} fn_id;
+
+typedef struct {
+    fn_id f;
+    int dim, dim1, keepdim, n;
+    double s;
+} spec;
+
+static sg_tensor *apply(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    const spec *s = ud;
+    (void)ctx;
+    switch (s->f) {
+    case F_ADD: return sg_add(in[0], in[1]);
+    case F_SUB: return sg_sub(in[0], in[1]);
+    case F_MUL: return sg_mul(in[0], in[1]);
+    case F_DIV: return sg_div(in[0], in[1]);
+    case F_SCALE: return sg_scale(in[0], s->s);
+    case F_MATMUL: return sg_matmul(in[0], in[1]);
+    case F_SUM: return sg_sum(in[0]);
+    case F_MEAN: return sg_mean(in[0]);
+    case F_SUM_DIM: return sg_sum_dim(in[0], s->dim, s->keepdim);
+    case F_MEAN_DIM: return sg_mean_dim(in[0], s->dim, s->keepdim);
+    case F_RELU: return sg_relu(in[0]);
+    case F_SIGMOID: return sg_sigmoid(in[0]);
+    case F_TANH: return sg_tanh(in[0]);
+    case F_EXP: return sg_exp(in[0]);
+    case F_LOG: return sg_log(in[0]);
+    case F_LOG_SIGMOID: return sg_log_sigmoid(in[0]);
+    case F_SOFTMAX: return sg_softmax(in[0], s->dim);
+    case F_LOG_SOFTMAX: return sg_log_softmax(in[0], s->dim);
+    case F_CE: return sg_cross_entropy(in[0], in[1]);
+    case F_BCE: return sg_bce_with_logits(in[0], in[1]);
+    case F_ROWDOT: return sg_rowdot(in[0], in[1]);
+    case F_RESHAPE: return sg_reshape(in[0], 2, (int64_t[]){3, -1});
+    case F_TRANSPOSE: return sg_transpose(in[0], s->dim, s->dim1);
+    case F_CONCAT: return sg_concat(s->n, in);
+    case F_SQUARE: return sg_mul(in[0], in[0]);
+    case F_MM_PLUS_X: return sg_add(sg_matmul(in[0], in[1]), in[0]);
+    }
+    return NULL;
+}
+
+/* Gradcheck of s over inputs in[0..n), reporting what was checked on failure. */
+static int gc_line;
+#define GRADCHECK(ctx, s, n, ...) (gc_line = __LINE__, gradcheck_ok(ctx, s, n, (sg_tensor *[]){__VA_ARGS__}))
+static void gradcheck_ok(sg_ctx *ctx, spec s, int n, sg_tensor **in)
+{
+    for (int i = 0; i < n; i++)
+        if (!in[i]) {
+            fprintf(stderr, "  line %d: input %d not built\n", gc_line, i);
+            tu_failures++;
+            return;
+        }
+    sg_gradcheck_result r;
+    int rc = sg_gradcheck(ctx, apply, &s, n, in, NULL, &r);
+    if (rc != SG_OK) {
+        fprintf(stderr, "  line %d: gradcheck %s: %s\n", gc_line, sg_status_string(rc),
+                sg_ctx_message(ctx));
+        tu_failures++;
+    }
+    sg_ctx_clear_error(ctx);
+}
+
+/* ---------------------------------------------------------------- gradients */
+
+TEST(grad_binary_broadcast)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const fn_id ops[] = {F_ADD, F_SUB, F_MUL, F_DIV};
+    for (int k = 0; k < 4; k++) {
+        spec s = {ops[k], 0, 0, 0, 0, 0};
+        double lo = ops[k] == F_DIV ? 0.5 : -1; /* divisors away from 0 */
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 3, 1), P64(ctx, lo, 2, 1, 4));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 2, 3), P64(ctx, lo, 2, 3));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 3), P64(ctx, lo, 2, 2, 3));
+        GRADCHECK(ctx, s, 2, scalar64(ctx, 0.7), P64(ctx, lo, 2, 2, 3));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 2, 3), scalar64(ctx, 1.3));
+        GRADCHECK(ctx, s, 2, scalar64(ctx, -0.4), scalar64(ctx, 1.7));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 2, 1, 3), P64(ctx, lo, 2, 4, 1));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 2, 3), P64(ctx, lo, 2, 2, 3));
+        GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 1, 2, 1, 2), P64(ctx, lo, 2, 2, 1, 2, 1));
+    }
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_binary_one_side_constant)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *c = P64(ctx, 0.5, 2, 2, 3);
+    sg_tensor_requires_grad(c, 0);
+    for (fn_id f = F_ADD; f <= F_DIV; f++) {
+        spec s = {f, 0, 0, 0, 0, 0};
+        GRADCHECK(ctx, s, 2, P64(ctx, 0.5, 2, 3), c);
+        GRADCHECK(ctx, s, 2, c, P64(ctx, 0.5, 2, 3));
+    }
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_scale)
+{
+    sg_ctx *ctx = new_ctx(0);
+    GRADCHECK(ctx, ((spec){F_SCALE, 0, 0, 0, 0, -2.5}), 1, P64(ctx, -1, 1, 2, 3));
+    GRADCHECK(ctx, ((spec){F_SCALE, 0, 0, 0, 0, 0.5}), 1, scalar64(ctx, 3));
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_matmul)
+{
+    sg_ctx *ctx = new_ctx(0);
+    spec s = {F_MATMUL, 0, 0, 0, 0, 0};
+    GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 3, 4), P64(ctx, -1, 1, 4, 5));
+    GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 1, 6), P64(ctx, -1, 1, 6, 1));
+    GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 2, 3, 4), P64(ctx, -1, 1, 2, 4, 2));
+    sg_tensor *w = P64(ctx, -1, 1, 5, 2);
+    sg_tensor_requires_grad(w, 0);
+    GRADCHECK(ctx, s, 2, P64(ctx, -1, 1, 3, 5), w);
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_reductions)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 2, 3, 4);
+    GRADCHECK(ctx, ((spec){F_SUM, 0, 0, 0, 0, 0}), 1, x);
+    GRADCHECK(ctx, ((spec){F_MEAN, 0, 0, 0, 0, 0}), 1, x);
+    GRADCHECK(ctx, ((spec){F_SUM, 0, 0, 0, 0, 0}), 1, scalar64(ctx, 2));
+    for (int dim = -1; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++) {
+            GRADCHECK(ctx, ((spec){F_SUM_DIM, dim, 0, keep, 0, 0}), 1, x);
+            GRADCHECK(ctx, ((spec){F_MEAN_DIM, dim, 0, keep, 0, 0}), 1, x);
+        }
+    GRADCHECK(ctx, ((spec){F_MEAN_DIM, 0, 0, 0, 0, 0}), 1, P64(ctx, -1, 1, 5));
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_unary)
+{
+    sg_ctx *ctx = new_ctx(0);
+    GRADCHECK(ctx, ((spec){F_RELU, 0, 0, 0, 0, 0}), 1, away_from_zero(P64(ctx, -1, 1, 2, 3)));
+    GRADCHECK(ctx, ((spec){F_SIGMOID, 0, 0, 0, 0, 0}), 1, P64(ctx, -4, 4, 2, 3));
+    GRADCHECK(ctx, ((spec){F_TANH, 0, 0, 0, 0, 0}), 1, P64(ctx, -2, 2, 2, 3));
+    GRADCHECK(ctx, ((spec){F_EXP, 0, 0, 0, 0, 0}), 1, P64(ctx, -2, 2, 2, 3));
+    GRADCHECK(ctx, ((spec){F_LOG, 0, 0, 0, 0, 0}), 1, P64(ctx, 0.3, 3, 2, 3));
+    GRADCHECK(ctx, ((spec){F_LOG_SIGMOID, 0, 0, 0, 0, 0}), 1, P64(ctx, -6, 6, 2, 3));
+    GRADCHECK(ctx, ((spec){F_LOG_SIGMOID, 0, 0, 0, 0, 0}), 1, P64(ctx, -40, 40, 4));
+    GRADCHECK(ctx, ((spec){F_SIGMOID, 0, 0, 0, 0, 0}), 1, P64(ctx, -40, 40, 4));
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_softmax)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -2, 2, 3, 4);
+    sg_tensor *y = P64(ctx, -2, 2, 2, 3, 4);
+    for (int dim = -1; dim < 2; dim++) {
+        GRADCHECK(ctx, ((spec){F_SOFTMAX, dim, 0, 0, 0, 0}), 1, x);
+        GRADCHECK(ctx, ((spec){F_LOG_SOFTMAX, dim, 0, 0, 0, 0}), 1, x);
+    }
+    GRADCHECK(ctx, ((spec){F_SOFTMAX, 1, 0, 0, 0, 0}), 1, y);
+    GRADCHECK(ctx, ((spec){F_LOG_SOFTMAX, 1, 0, 0, 0, 0}), 1, y);
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_losses)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const int64_t t[4] = {2, 0, 4, 2};
+    spec ce = {F_CE, 0, 0, 0, 0, 0};
+    GRADCHECK(ctx, ce, 2, P64(ctx, -2, 2, 4, 5), targets(ctx, SG_I64, 4, t));
+    GRADCHECK(ctx, ce, 2, P64(ctx, -2, 2, 4, 5), targets(ctx, SG_I32, 4, t));
+    spec bce = {F_BCE, 0, 0, 0, 0, 0};
+    GRADCHECK(ctx, bce, 2, P64(ctx, -3, 3, 2, 3), P64(ctx, 0, 1, 2, 3));
+    GRADCHECK(ctx, bce, 2, P64(ctx, -3, 3, 5), P64(ctx, 0, 1, 5));
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_rowdot_and_shape_ops)
+{
+    sg_ctx *ctx = new_ctx(0);
+    GRADCHECK(ctx, ((spec){F_ROWDOT, 0, 0, 0, 0, 0}), 2, P64(ctx, -1, 1, 4, 3),
+              P64(ctx, -1, 1, 4, 3));
+    GRADCHECK(ctx, ((spec){F_RESHAPE, 0, 0, 0, 0, 0}), 1, P64(ctx, -1, 1, 2, 6));
+    GRADCHECK(ctx, ((spec){F_TRANSPOSE, 0, 1, 0, 0, 0}), 1, P64(ctx, -1, 1, 3, 4));
+    GRADCHECK(ctx, ((spec){F_TRANSPOSE, 0, -1, 0, 0, 0}), 1, P64(ctx, -1, 1, 2, 3, 4));
+    GRADCHECK(ctx, ((spec){F_TRANSPOSE, 1, 2, 0, 0, 0}), 1, P64(ctx, -1, 1, 2, 3, 2, 2));
+    GRADCHECK(ctx, ((spec){F_CONCAT, 0, 0, 0, 3, 0}), 3, P64(ctx, -1, 1, 1, 3),
+              P64(ctx, -1, 1, 2, 3), P64(ctx, -1, 1, 3, 3));
+    /* more inputs than a node holds: concatenated in groups */
+    GRADCHECK(ctx, ((spec){F_CONCAT, 0, 0, 0, 6, 0}), 6, P64(ctx, -1, 1, 1, 2),
+              P64(ctx, -1, 1, 2, 2), P64(ctx, -1, 1, 1, 2), P64(ctx, -1, 1, 1, 2),
+              P64(ctx, -1, 1, 3, 2), P64(ctx, -1, 1, 1, 2));
+    sg_ctx_free(ctx);
+}
+
+TEST(grad_parameter_used_twice)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 3, 3);
+    GRADCHECK(ctx, ((spec){F_SQUARE, 0, 0, 0, 0, 0}), 1, x);
+    GRADCHECK(ctx, ((spec){F_MM_PLUS_X, 0, 0, 0, 0, 0}), 2, x, P64(ctx, -1, 1, 3, 3));
+    GRADCHECK(ctx, ((spec){F_MATMUL, 0, 0, 0, 0, 0}), 2, x, x);
+    GRADCHECK(ctx, ((spec){F_ADD, 0, 0, 0, 0, 0}), 2, x, x);
+    GRADCHECK(ctx, ((spec){F_CONCAT, 0, 0, 0, 2, 0}), 2, x, x);
+    GRADCHECK(ctx, ((spec){F_ROWDOT, 0, 0, 0, 0, 0}), 2, x, x);
+    sg_ctx_free(ctx);
+}
+
+/* A deliberately wrong op: y = 2x whose backward claims dy/dx = 3. */
+static int wrong_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *g = sg__tmp_like(gout, false);
+    if (!g) return SG_ERR_NOMEM;
+    for (int64_t i = 0; i < g->numel; i++) ((double *)g->data)[i] = n->scalar[0] * ((double *)gout->data)[i];
+    return sg__accum_grad(n->in[0], g, true);
+}
+static sg_tensor *doubling(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    sg_tensor *x = in[0];
+    sg_tensor *y = sg__tmp_like(x, false);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) ((double *)y->data)[i] = 2 * ((double *)x->data)[i];
+    if (sg__needs_grad(ctx, 1, &x)) {
+        sg_node *n = sg__node_new(ctx, wrong_backward, "doubling", y, 1, &x);
+        if (!n) return NULL;
+        n->scalar[0] = *(const double *)ud;
+    }
+    return y;
+}
+
+TEST(gradcheck_catches_a_wrong_backward)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 2, 2);
+    sg_gradcheck_result r;
+    double right = 2, wrong = 3;
+    CHECK_STATUS(ctx, sg_gradcheck(ctx, doubling, &right, 1, &x, NULL, &r), SG_OK);
+    CHECK(r.passed);
+    CHECK_STATUS(ctx, sg_gradcheck(ctx, doubling, &wrong, 1, &x, NULL, &r), SG_ERR_GRADCHECK);
+    CHECK(!r.passed);
+    CHECK_NEAR(r.analytical, 3, 1e-12);
+    CHECK_NEAR(r.numerical, 2, 1e-6);
+    sg_ctx_free(ctx);
+}
+
+/* ---------------------------------------------------------------- forward values */
+
+static double naive_bin(fn_id f, double x, double y)
+{
+    return f == F_ADD ? x + y : f == F_SUB ? x - y : f == F_MUL ? x * y : x / y;
+}
+
+TEST(values_broadcast_against_naive_indexing)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *a = P64(ctx, -1, 1, 2, 1, 3); /* (2,1,3) op (4,1) -> (2,4,3) */
+    sg_tensor *b = P64(ctx, 0.5, 2, 4, 1);
+    const double *A = sg_tensor_f64(a), *B = sg_tensor_f64(b);
+    for (fn_id f = F_ADD; f <= F_DIV; f++) {
+        spec s = {f, 0, 0, 0, 0, 0};
+        sg_tensor *y = apply(ctx, (sg_tensor *[]){a, b}, &s);
+        CHECK(y && sg_tensor_ndim(y) == 3 && sg_tensor_dim(y, 0) == 2 && sg_tensor_dim(y, 1) == 4 &&
+              sg_tensor_dim(y, 2) == 3);
+        if (!y) continue;
+        const double *Y = sg_tensor_f64(y);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 3; k++)
+                    CHECK(Y[(i * 4 + j) * 3 + k] == naive_bin(f, A[i * 3 + k], B[j]));
+    }
+    /* f32, a long row with a scalar */
+    sg_tensor *u = P32(ctx, -1, 1, 3, 1000);
+    sg_tensor *v = sg_tensor_new(ctx, SG_F32, 0, NULL);
+    sg_tensor_fill(v, 0.25);
+    sg_tensor *y = sg_div(v, u);
+    CHECK(y && sg_tensor_dtype(y) == SG_F32 && sg_tensor_numel(y) == 3000);
+    for (int64_t i = 0; y && i < 3000; i++) CHECK(sg_tensor_f32(y)[i] == 0.25f / sg_tensor_f32(u)[i]);
+    sg_ctx_free(ctx);
+}
+
+/* C (M,N) = A (M,K) @ B (K,N), i-j-k order in long double. */
+static void naive_mm(const double *A, const double *B, double *C, int M, int K, int N)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            long double s = 0;
+            for (int k = 0; k < K; k++) s += (long double)A[i * K + k] * B[k * N + j];
+            C[i * N + j] = (double)s;
+        }
+}
+
+TEST(values_matmul_against_naive_loop)
+{
+    sg_ctx *ctx = new_ctx(0);
+    /* crosses the k- and column-blocks, with a k remainder that is not a multiple of 4 */
+    const int M = 37, K = 301, N = 270;
+    sg_tensor *a = P64(ctx, -1, 1, M, K), *b = P64(ctx, -1, 1, K, N);
+    sg_tensor *c = sg_matmul(a, b);
+    double *ref = malloc(sizeof(double) * M * N);
+    naive_mm(sg_tensor_f64(a), sg_tensor_f64(b), ref, M, K, N);
+    double worst = 0;
+    for (int i = 0; c && i < M * N; i++) worst = fmax(worst, fabs(sg_tensor_f64(c)[i] - ref[i]));
+    CHECK(c && worst < 1e-12);
+
+    /* batched */
+    sg_tensor *x = P64(ctx, -1, 1, 3, 5, 7), *w = P64(ctx, -1, 1, 3, 7, 4);
+    sg_tensor *y = sg_matmul(x, w);
+    CHECK(y && sg_tensor_ndim(y) == 3 && sg_tensor_dim(y, 1) == 5 && sg_tensor_dim(y, 2) == 4);
+    for (int bi = 0; y && bi < 3; bi++) {
+        double r[20];
+        naive_mm(sg_tensor_f64(x) + bi * 35, sg_tensor_f64(w) + bi * 28, r, 5, 7, 4);
+        for (int i = 0; i < 20; i++) CHECK_NEAR(sg_tensor_f64(y)[bi * 20 + i], r[i], 1e-13);
+    }
+
+    /* f32 */
+    sg_tensor *p = P32(ctx, -1, 1, 9, 130), *q = P32(ctx, -1, 1, 130, 11);
+    sg_tensor *pq = sg_matmul(p, q);
+    for (int i = 0; pq && i < 9; i++)
+        for (int j = 0; j < 11; j++) {
+            double s = 0;
+            for (int k = 0; k < 130; k++) s += (double)sg_tensor_f32(p)[i * 130 + k] * sg_tensor_f32(q)[k * 11 + j];
+            CHECK_NEAR(sg_tensor_f32(pq)[i * 11 + j], s, 1e-4);
+        }
+    CHECK(pq != NULL);
+    free(ref);
+    sg_ctx_free(ctx);
+}
+
+/* Large backward (the blocked, transposed paths) against naive products:
+ * loss = sum(G * (A @ B)) gives dA = G @ B^T and dB = A^T @ G. */
+TEST(values_matmul_backward_against_naive_loop)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const int M = 33, K = 150, N = 260;
+    sg_tensor *a = P64(ctx, -1, 1, M, K), *b = P64(ctx, -1, 1, K, N), *g = P64(ctx, -1, 1, M, N);
+    sg_tensor_requires_grad(g, 0);
+    CHECK_STATUS(ctx, sg_backward(sg_sum(sg_mul(g, sg_matmul(a, b)))), SG_OK);
+    const double *A = sg_tensor_f64(a), *B = sg_tensor_f64(b), *G = sg_tensor_f64(g);
+    sg_tensor *ga = sg_tensor_grad(a), *gb = sg_tensor_grad(b);
+    CHECK(ga && gb);
+    double worst = 0;
+    for (int i = 0; ga && i < M; i++)
+        for (int k = 0; k < K; k++) {
+            double s = 0;
+            for (int j = 0; j < N; j++) s += G[i * N + j] * B[k * N + j];
+            worst = fmax(worst, fabs(sg_tensor_get(ga, i * K + k) - s));
+        }
+    for (int k = 0; gb && k < K; k++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int i = 0; i < M; i++) s += A[i * K + k] * G[i * N + j];
+            worst = fmax(worst, fabs(sg_tensor_get(gb, k * N + j) - s));
+        }
+    CHECK(worst < 1e-11);
+    sg_ctx_free(ctx);
+}
+
+TEST(values_reductions_against_naive_sums)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 3, 4, 5);
+    const double *X = sg_tensor_f64(x);
+    double all = 0;
+    for (int i = 0; i < 60; i++) all += X[i];
+    sg_tensor *s = sg_sum(x), *m = sg_mean(x);
+    CHECK(s && sg_tensor_ndim(s) == 0 && m && sg_tensor_ndim(m) == 0);
+    CHECK_NEAR(sg_tensor_get(s, 0), all, 1e-12);
+    CHECK_NEAR(sg_tensor_get(m, 0), all / 60, 1e-12);
+    const int dims[3] = {3, 4, 5};
+    for (int dim = 0; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++) {
+            sg_tensor *r = sg_sum_dim(x, dim, keep), *rm = sg_mean_dim(x, dim - 3, keep);
+            CHECK(r && sg_tensor_ndim(r) == (keep ? 3 : 2) && rm);
+            if (!r || !rm) continue;
+            CHECK(!keep || sg_tensor_dim(r, dim) == 1);
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 4; j++)
+                    for (int k = 0; k < 5; k++) {
+                        int idx[3] = {i, j, k};
+                        if (idx[dim]) continue; /* one output per reduced line */
+                        double acc = 0;
+                        for (int t = 0; t < dims[dim]; t++) {
+                            idx[dim] = t;
+                            acc += X[(idx[0] * 4 + idx[1]) * 5 + idx[2]];
+                        }
+                        idx[dim] = 0;
+                        int64_t o = dim == 0 ? j * 5 + k : dim == 1 ? i * 5 + k : i * 4 + j;
+                        CHECK_NEAR(sg_tensor_get(r, o), acc, 1e-12);
+                        CHECK_NEAR(sg_tensor_get(rm, o), acc / dims[dim], 1e-12);
+                    }
+        }
+    /* a long f32 sum: chunked in double, close to the exact value */
+    sg_tensor *big = P32(ctx, 0, 1, 100003);
+    double exact = 0;
+    for (int i = 0; i < 100003; i++) exact += sg_tensor_f32(big)[i];
+    CHECK_NEAR(sg_tensor_get(sg_sum(big), 0), exact, 1e-2);
+    sg_ctx_free(ctx);
+}
+
+TEST(values_unary_against_libm)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -5, 5, 50), *p = P64(ctx, 0.01, 10, 50);
+    const double *X = sg_tensor_f64(x), *Pv = sg_tensor_f64(p);
+    sg_tensor *r = sg_relu(x), *s = sg_sigmoid(x), *t = sg_tanh(x), *e = sg_exp(x);
+    sg_tensor *l = sg_log(p), *ls = sg_log_sigmoid(x);
+    CHECK(r && s && t && e && l && ls);
+    for (int i = 0; r && s && t && e && l && ls && i < 50; i++) {
+        CHECK(sg_tensor_get(r, i) == (X[i] > 0 ? X[i] : 0));
+        CHECK_NEAR(sg_tensor_get(s, i), 1 / (1 + exp(-X[i])), 1e-15);
+        CHECK_NEAR(sg_tensor_get(t, i), tanh(X[i]), 1e-15);
+        CHECK_NEAR(sg_tensor_get(e, i), exp(X[i]), 1e-13 * exp(X[i]));
+        CHECK_NEAR(sg_tensor_get(l, i), log(Pv[i]), 1e-15);
+        CHECK_NEAR(sg_tensor_get(ls, i), log(1 / (1 + exp(-X[i]))), 1e-13);
+    }
+    sg_tensor *x32 = P32(ctx, -3, 3, 7);
+    sg_tensor *s32 = sg_sigmoid(x32);
+    for (int i = 0; s32 && i < 7; i++)
+        CHECK_NEAR(sg_tensor_f32(s32)[i], 1 / (1 + exp(-(double)sg_tensor_f32(x32)[i])), 1e-6);
+    CHECK(s32 && sg_tensor_dtype(s32) == SG_F32);
+    sg_ctx_free(ctx);
+}
+
+TEST(values_softmax_against_naive)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -3, 3, 3, 4);
+    const double *X = sg_tensor_f64(x);
+    for (int dim = 0; dim < 2; dim++) {
+        sg_tensor *y = sg_softmax(x, dim), *ly = sg_log_softmax(x, dim);
+        CHECK(y && ly);
+        for (int i = 0; y && ly && i < 3; i++)
+            for (int j = 0; j < 4; j++) {
+                double z = 0;
+                if (dim == 1) for (int k = 0; k < 4; k++) z += exp(X[i * 4 + k]);
+                else for (int k = 0; k < 3; k++) z += exp(X[k * 4 + j]);
+                CHECK_NEAR(sg_tensor_get(y, i * 4 + j), exp(X[i * 4 + j]) / z, 1e-15);
+                CHECK_NEAR(sg_tensor_get(ly, i * 4 + j), X[i * 4 + j] - log(z), 1e-14);
+            }
+    }
+    /* huge logits: softmax(1000 + v) == softmax(v) */
+    double big[3] = {1000, 1001, 1002}, z = exp(0.0) + exp(1.0) + exp(2.0);
+    sg_tensor *b = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){3}, big);
+    sg_tensor *sb = sg_softmax(b, 0), *lb = sg_log_softmax(b, -1);
+    for (int i = 0; sb && lb && i < 3; i++) {
+        CHECK_NEAR(sg_tensor_get(sb, i), exp((double)i) / z, 1e-15);
+        CHECK_NEAR(sg_tensor_get(lb, i), i - log(z), 1e-12);
+    }
+    CHECK(sb && lb);
+    sg_ctx_free(ctx);
+}
+
+TEST(values_losses_against_naive)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -3, 3, 4, 5);
+    const int64_t tv[4] = {1, 4, 0, 1};
+    sg_tensor *t = targets(ctx, SG_I32, 4, tv);
+    const double *X = sg_tensor_f64(x);
+    double ref = 0;
+    for (int i = 0; i < 4; i++) {
+        double z = 0;
+        for (int c = 0; c < 5; c++) z += exp(X[i * 5 + c]);
+        ref += -log(exp(X[i * 5 + tv[i]]) / z);
+    }
+    sg_tensor *ce = sg_cross_entropy(x, t);
+    CHECK(ce && sg_tensor_ndim(ce) == 0);
+    CHECK_NEAR(sg_tensor_get(ce, 0), ref / 4, 1e-14);
+
+    sg_tensor *l = P64(ctx, -4, 4, 2, 3), *y = P64(ctx, 0, 1, 2, 3);
+    ref = 0;
+    for (int i = 0; i < 6; i++) {
+        double p = 1 / (1 + exp(-sg_tensor_f64(l)[i])), tt = sg_tensor_f64(y)[i];
+        ref += -(tt * log(p) + (1 - tt) * log(1 - p));
+    }
+    sg_tensor *b = sg_bce_with_logits(l, y);
+    CHECK(b && sg_tensor_ndim(b) == 0);
+    CHECK_NEAR(sg_tensor_get(b, 0), ref / 6, 1e-13);
+    sg_ctx_free(ctx);
+}
+
+TEST(stable_at_extreme_inputs)
+{
+    sg_ctx *ctx = new_ctx(0);
+    double v[4] = {-1000, 1000, -30, 30};
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){4}, v), 1);
+    sg_tensor *ls = sg_log_sigmoid(x);
+    CHECK(ls);
+    CHECK(ls && sg_tensor_get(ls, 0) == -1000);
+    CHECK(ls && sg_tensor_get(ls, 1) == 0);
+    CHECK_NEAR(sg_tensor_get(ls, 2), -30 - log1p(exp(-30.0)), 1e-12);
+    CHECK_NEAR(sg_tensor_get(ls, 3), -log1p(exp(-30.0)), 1e-25);
+    CHECK_STATUS(ctx, sg_backward(sg_sum(ls)), SG_OK);
+    sg_tensor *g = sg_tensor_grad(x); /* d/dx log sigmoid = sigmoid(-x) */
+    CHECK(g && sg_tensor_get(g, 0) == 1 && sg_tensor_get(g, 1) == 0);
+    CHECK_NEAR(sg_tensor_get(g, 3), exp(-30.0) / (1 + exp(-30.0)), 1e-25);
+    sg_tape_reset(ctx);
+
+    sg_tensor *s = sg_sigmoid(x);
+    CHECK(s && sg_tensor_get(s, 0) == 0 && sg_tensor_get(s, 1) == 1);
+
+    /* BCE at |x| = 1000: per-element losses 0, 1000, 1000, 0 */
+    double tv[4] = {0, 0, 1, 1}, lv[4] = {-1000, 1000, -1000, 1000};
+    sg_tensor *lg = sg_tensor_requires_grad(sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){4}, lv), 1);
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){4}, tv);
+    sg_tensor *bce = sg_bce_with_logits(lg, tg);
+    CHECK(bce && isfinite(sg_tensor_get(bce, 0)));
+    CHECK_NEAR(sg_tensor_get(bce, 0), 500, 1e-12);
+    CHECK_STATUS(ctx, sg_backward(bce), SG_OK);
+    g = sg_tensor_grad(lg); /* (sigmoid(x) - t) / 4 */
+    const double want[4] = {0, 0.25, -0.25, 0};
+    for (int i = 0; g && i < 4; i++) CHECK_NEAR(sg_tensor_get(g, i), want[i], 1e-15);
+    CHECK(g != NULL);
+    sg_tape_reset(ctx);
+
+    /* cross-entropy with a logit of 1000: finite, log-sum-exp exact */
+    double cv[3] = {1000, 0, -1000};
+    sg_tensor *c = sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){1, 3}, cv);
+    sg_tensor *ce1 = sg_cross_entropy(c, targets(ctx, SG_I64, 1, (int64_t[]){0}));
+    sg_tensor *ce2 = sg_cross_entropy(c, targets(ctx, SG_I64, 1, (int64_t[]){1}));
+    CHECK(ce1 && sg_tensor_get(ce1, 0) == 0);
+    CHECK(ce2 && sg_tensor_get(ce2, 0) == 1000);
+    sg_ctx_free(ctx);
+}
+
+TEST(values_rowdot_reshape_transpose_concat)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *a = P64(ctx, -1, 1, 4, 3), *b = P64(ctx, -1, 1, 4, 3);
+    sg_tensor *r = sg_rowdot(a, b);
+    CHECK(r && sg_tensor_ndim(r) == 1 && sg_tensor_dim(r, 0) == 4);
+    for (int i = 0; r && i < 4; i++) {
+        double s = 0;
+        for (int d = 0; d < 3; d++) s += sg_tensor_f64(a)[i * 3 + d] * sg_tensor_f64(b)[i * 3 + d];
+        CHECK_NEAR(sg_tensor_get(r, i), s, 1e-15);
+    }
+
+    sg_tensor *v = sg_reshape(a, 3, (int64_t[]){2, -1, 3});
+    CHECK(v && sg_tensor_ndim(v) == 3 && sg_tensor_dim(v, 1) == 2);
+    CHECK(v && sg_tensor_data(v) == sg_tensor_data(a)); /* a view */
+    sg_tensor *s0 = sg_reshape(sg_sum(a), 1, (int64_t[]){-1});
+    CHECK(s0 && sg_tensor_ndim(s0) == 1 && sg_tensor_dim(s0, 0) == 1);
+
+    sg_tensor *x = P64(ctx, -1, 1, 2, 3, 4);
+    sg_tensor *t = sg_transpose(x, 0, 2);
+    CHECK(t && sg_tensor_dim(t, 0) == 4 && sg_tensor_dim(t, 1) == 3 && sg_tensor_dim(t, 2) == 2);
+    for (int i = 0; t && i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 2; k++)
+                CHECK(sg_tensor_get(t, (i * 3 + j) * 2 + k) == sg_tensor_f64(x)[(k * 3 + j) * 4 + i]);
+    sg_tensor *x2 = P32(ctx, -1, 1, 70, 45);
+    sg_tensor *t2 = sg_transpose(x2, -1, -2);
+    for (int i = 0; t2 && i < 45; i++)
+        for (int j = 0; j < 70; j++) CHECK(sg_tensor_f32(t2)[i * 70 + j] == sg_tensor_f32(x2)[j * 45 + i]);
+    CHECK(t2 != NULL);
+
+    sg_tensor *c = sg_concat(3, (sg_tensor *[]){a, b, a});
+    CHECK(c && sg_tensor_dim(c, 0) == 12 && sg_tensor_dim(c, 1) == 3);
+    for (int i = 0; c && i < 12; i++)
+        for (int d = 0; d < 3; d++)
+            CHECK(sg_tensor_get(c, i * 3 + d) == sg_tensor_f64(i / 4 == 1 ? b : a)[(i % 4) * 3 + d]);
+    /* integer tensors move too */
+    sg_tensor *i1 = targets(ctx, SG_I64, 2, (int64_t[]){5, 6}), *i2 = targets(ctx, SG_I64, 1, (int64_t[]){7});
+    sg_tensor *ic = sg_concat(2, (sg_tensor *[]){i1, i2});
+    CHECK(ic && sg_tensor_dtype(ic) == SG_I64 && sg_tensor_get(ic, 2) == 7 && sg_tensor_get(ic, 0) == 5);
+    sg_ctx_free(ctx);
+}
+
+/* f32 backward paths agree with f64 on a small network (both dtypes share every kernel). */
+static sg_tensor *net(sg_tensor *x, sg_tensor *w, sg_tensor *b, sg_tensor *y)
+{
+    sg_tensor *h = sg_tanh(sg_add(sg_matmul(x, w), b));
+    sg_tensor *z = sg_sub(sg_mul(sg_sigmoid(h), sg_exp(sg_scale(h, 0.5))), sg_log_sigmoid(h));
+    sg_tensor *zz = sg_div(sg_transpose(sg_softmax(z, 0), 0, 1),
+                           sg_exp(sg_scale(sg_relu(sg_transpose(h, 0, 1)), 0.3)));
+    sg_tensor *q = sg_add(sg_log_softmax(sg_reshape(zz, 2, (int64_t[]){6, -1}), 1), sg_mean_dim(z, 0, 1));
+    sg_tensor *r = sg_rowdot(sg_concat(2, (sg_tensor *[]){h, h}), sg_concat(2, (sg_tensor *[]){z, z}));
+    return sg_add(sg_add(sg_cross_entropy(q, y), sg_mean(sg_sum_dim(q, 1, 0))), sg_sum(r));
+}
+
+TEST(f32_backward_matches_f64)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *p64[3] = {P64(ctx, -1, 1, 6, 5), P64(ctx, -1, 1, 5, 6), P64(ctx, -1, 1, 6)};
+    sg_tensor *p32[3];
+    for (int k = 0; k < 3; k++) {
+        p32[k] = sg_tensor_new(ctx, SG_F32, sg_tensor_ndim(p64[k]), sg_tensor_shape(p64[k]));
+        sg_tensor_copy(p32[k], p64[k]);
+        sg_tensor_requires_grad(p32[k], 1);
+    }
+    sg_tensor *y = targets(ctx, SG_I64, 6, (int64_t[]){0, 5, 2, 3, 1, 4});
+    sg_tensor *l64 = net(p64[0], p64[1], p64[2], y), *l32 = net(p32[0], p32[1], p32[2], y);
+    CHECK(l64 && l32 && sg_tensor_dtype(l32) == SG_F32);
+    CHECK_NEAR(sg_tensor_get(l32, 0), sg_tensor_get(l64, 0), 1e-4 * fabs(sg_tensor_get(l64, 0)) + 1e-4);
+    CHECK_STATUS(ctx, sg_backward(l64), SG_OK);
+    CHECK_STATUS(ctx, sg_backward(l32), SG_OK);
+    for (int k = 0; k < 3; k++) {
+        sg_tensor *g64 = sg_tensor_grad(p64[k]), *g32 = sg_tensor_grad(p32[k]);
+        CHECK(g64 && g32);
+        for (int64_t i = 0; g64 && g32 && i < sg_tensor_numel(g64); i++)
+            CHECK_NEAR(sg_tensor_get(g32, i), sg_tensor_get(g64, i), 1e-3 * fabs(sg_tensor_get(g64, i)) + 1e-3);
+    }
+    sg_ctx_free(ctx);
+}
+
+static sg_tensor *net_fn(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    return net(in[0], in[1], in[2], ud);
+}
+
+TEST(grad_composite_network)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *in[3] = {P64(ctx, -1, 1, 6, 5), P64(ctx, -1, 1, 5, 6), P64(ctx, -1, 1, 6)};
+    sg_tensor *y = targets(ctx, SG_I64, 6, (int64_t[]){0, 5, 2, 3, 1, 4});
+    CHECK_STATUS(ctx, sg_gradcheck(ctx, net_fn, y, 3, in, NULL, NULL), SG_OK);
+    sg_ctx_free(ctx);
+}
+
+/* ---------------------------------------------------------------- determinism */
+
+/* Runs a few parallel kernels, forward and backward, and returns the bytes they produce. */
+static size_t run_kernels(int threads, unsigned char *out, size_t cap)
+{
+    sg_ctx *ctx = new_ctx(threads);
+    sg_tensor *a = P32(ctx, -1, 1, 96, 200), *b = P32(ctx, -1, 1, 200, 150);
+    sg_tensor *big = P32(ctx, -1, 1, 300, 400);
+    sg_tensor *outs[8];
+    outs[0] = sg_matmul(a, b);
+    outs[1] = sg_sum(big);
+    outs[2] = sg_sum_dim(big, 0, 0);
+    outs[3] = sg_softmax(big, 0);
+    outs[4] = sg_mul(big, sg_sum_dim(big, 1, 1));
+    sg_backward(sg_add(sg_sum(sg_mul(outs[0], outs[0])), sg_mean(sg_log_softmax(outs[4], 0))));
+    outs[5] = sg_tensor_grad(a);
+    outs[6] = sg_tensor_grad(b);
+    outs[7] = sg_tensor_grad(big);
+    size_t n = 0;
+    for (int k = 0; k < 8; k++) {
+        if (!outs[k]) continue;
+        size_t bytes = (size_t)sg_tensor_numel(outs[k]) * sizeof(float);
+        if (n + bytes <= cap) memcpy(out + n, sg_tensor_data(outs[k]), bytes);
+        n += bytes;
+    }
+    sg_ctx_free(ctx);
+    return n;
+}
+
+TEST(bitwise_identical_for_any_thread_count)
+{
+    const size_t cap = 4u << 20;
+    unsigned char *r1 = malloc(cap), *r3 = malloc(cap);
+    size_t n1 = run_kernels(1, r1, cap), n3 = run_kernels(3, r3, cap);
+    CHECK(n1 == n3 && n1 <= cap && n1 > 4 * 300 * 400);
+    CHECK(n1 == n3 && memcmp(r1, r3, n1 < cap ? n1 : cap) == 0);
+    free(r1);
+    free(r3);
+}
+
+/* ---------------------------------------------------------------- COO operands */
+
+TEST(coo_operands_dispatch_to_the_sparse_paths)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const int64_t idx[2 * 4] = {0, 2, 2, 1, /* rows */ 1, 3, 3, 0 /* cols */};
+    const double val[4] = {1.5, -2, 0.25, 3};
+    sg_tensor *s = sg_coo_new(ctx, SG_F64, 2, (int64_t[]){3, 4}, 2, 4, idx, val);
+    CHECK(s != NULL);
+    if (!s) {
+        sg_ctx_free(ctx);
+        return;
+    }
+    double dense[12] = {0};
+    for (int e = 0; e < 4; e++) dense[idx[e] * 4 + idx[4 + e]] += val[e];
+
+    sg_tensor *sum = sg_add(s, s);
+    CHECK(sum && sg_tensor_layout(sum) == SG_COO);
+    for (int i = 0; sum && i < 12; i++) CHECK_NEAR(sg_tensor_get(sum, i), 2 * dense[i], 1e-15);
+    sg_tensor *sc = sg_scale(s, -3);
+    CHECK(sc && sg_tensor_layout(sc) == SG_COO);
+    for (int i = 0; sc && i < 12; i++) CHECK_NEAR(sg_tensor_get(sc, i), -3 * dense[i], 1e-15);
+    sg_tensor *tr = sg_transpose(s, 0, 1);
+    CHECK(tr && sg_tensor_dim(tr, 0) == 4 && sg_tensor_dim(tr, 1) == 3);
+    for (int i = 0; tr && i < 4; i++)
+        for (int j = 0; j < 3; j++) CHECK_NEAR(sg_tensor_get(tr, i * 3 + j), dense[j * 4 + i], 1e-15);
+    sg_tensor *w = P64(ctx, -1, 1, 4, 2);
+    sg_tensor *mm = sg_matmul(s, w);
+    CHECK(mm && sg_tensor_layout(mm) == SG_DENSE && sg_tensor_dim(mm, 0) == 3);
+    double ref[6];
+    naive_mm(dense, sg_tensor_f64(w), ref, 3, 4, 2);
+    for (int i = 0; mm && i < 6; i++) CHECK_NEAR(sg_tensor_get(mm, i), ref[i], 1e-14);
+    sg_tensor *tot = sg_sum(s);
+    CHECK(tot && sg_tensor_numel(tot) == 1);
+    CHECK_NEAR(sg_tensor_get(tot, 0), 1.5 - 2 + 0.25 + 3, 1e-15);
+
+    /* anywhere else a COO operand is a layout error */
+    sg_tensor *d = P64(ctx, -1, 1, 3, 4);
+    sg_tensor *bad[] = {sg_add(d, s), sg_add(s, d), sg_mul(s, s), sg_relu(s), sg_mean(s),
+                        sg_matmul(w, s), sg_softmax(s, 0), sg_reshape(s, 1, (int64_t[]){12}),
+                        sg_sum_dim(s, 0, 0), sg_concat(2, (sg_tensor *[]){d, s})};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) CHECK(bad[k] == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_LAYOUT);
+    sg_ctx_free(ctx);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* expr must fail with `code`, name `op` in the message and record no node. */
+#define EXPECT_FAIL(ctx, expr, code, op)                                         \
+    do {                                                                         \
+        int64_t nodes_ = sg_tape_nodes(ctx);                                     \
+        sg_ctx_clear_error(ctx);                                                 \
+        sg_tensor *r_ = (expr);                                                  \
+        CHECK(r_ == NULL);                                                       \
+        CHECK_STATUS(ctx, sg_ctx_status(ctx), code);                             \
+        if (!strstr(sg_ctx_message(ctx), op)) {                                  \
+            fprintf(stderr, "  line %d: message '%s' does not name %s\n", __LINE__, \
+                    sg_ctx_message(ctx), op);                                    \
+            tu_failures++;                                                       \
+        }                                                                        \
+        CHECK(sg_tape_nodes(ctx) == nodes_);                                     \
+    } while (0)
+
+TEST(errors_shape_dtype_dim)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *a = P64(ctx, -1, 1, 2, 3), *b = P64(ctx, -1, 1, 4), *c = P64(ctx, -1, 1, 2, 3, 4);
+    sg_tensor *f = P32(ctx, -1, 1, 2, 3);
+    sg_tensor *i = targets(ctx, SG_I64, 2, (int64_t[]){0, 1});
+    EXPECT_FAIL(ctx, sg_add(a, b), SG_ERR_SHAPE, "sg_add");
+    EXPECT_FAIL(ctx, sg_div(b, a), SG_ERR_SHAPE, "(2,3)");
+    EXPECT_FAIL(ctx, sg_mul(a, P64(ctx, -1, 1, 3, 3)), SG_ERR_SHAPE, "sg_mul");
+    EXPECT_FAIL(ctx, sg_sub(a, f), SG_ERR_DTYPE, "sg_sub");
+    EXPECT_FAIL(ctx, sg_relu(i), SG_ERR_DTYPE, "sg_relu");
+    EXPECT_FAIL(ctx, sg_matmul(a, a), SG_ERR_SHAPE, "sg_matmul");
+    EXPECT_FAIL(ctx, sg_matmul(c, a), SG_ERR_SHAPE, "sg_matmul");
+    EXPECT_FAIL(ctx, sg_matmul(c, P64(ctx, -1, 1, 3, 4, 2)), SG_ERR_SHAPE, "sg_matmul");
+    EXPECT_FAIL(ctx, sg_matmul(a, f), SG_ERR_DTYPE, "sg_matmul");
+    EXPECT_FAIL(ctx, sg_rowdot(a, P64(ctx, -1, 1, 2, 4)), SG_ERR_SHAPE, "sg_rowdot");
+    EXPECT_FAIL(ctx, sg_rowdot(c, c), SG_ERR_SHAPE, "sg_rowdot");
+    EXPECT_FAIL(ctx, sg_bce_with_logits(a, P64(ctx, 0, 1, 3, 2)), SG_ERR_SHAPE, "sg_bce_with_logits");
+    EXPECT_FAIL(ctx, sg_sum_dim(a, 2, 0), SG_ERR_ARG, "sg_sum_dim");
+    EXPECT_FAIL(ctx, sg_mean_dim(a, -3, 1), SG_ERR_ARG, "sg_mean_dim");
+    EXPECT_FAIL(ctx, sg_softmax(a, 2), SG_ERR_ARG, "sg_softmax");
+    EXPECT_FAIL(ctx, sg_log_softmax(scalar64(ctx, 1), 0), SG_ERR_ARG, "sg_log_softmax");
+    EXPECT_FAIL(ctx, sg_transpose(a, 0, 5), SG_ERR_ARG, "sg_transpose");
+    EXPECT_FAIL(ctx, sg_reshape(a, 2, (int64_t[]){4, 2}), SG_ERR_SHAPE, "sg_reshape");
+    EXPECT_FAIL(ctx, sg_reshape(a, 2, (int64_t[]){-1, -1}), SG_ERR_ARG, "sg_reshape");
+    EXPECT_FAIL(ctx, sg_reshape(a, 2, (int64_t[]){4, -1}), SG_ERR_SHAPE, "sg_reshape");
+    EXPECT_FAIL(ctx, sg_reshape(a, 5, (int64_t[]){1, 1, 1, 2, 3}), SG_ERR_ARG, "sg_reshape");
+    EXPECT_FAIL(ctx, sg_concat(2, (sg_tensor *[]){a, c}), SG_ERR_SHAPE, "sg_concat");
+    EXPECT_FAIL(ctx, sg_concat(2, (sg_tensor *[]){a, P64(ctx, -1, 1, 2, 4)}), SG_ERR_SHAPE, "sg_concat");
+    EXPECT_FAIL(ctx, sg_concat(2, (sg_tensor *[]){a, f}), SG_ERR_DTYPE, "sg_concat");
+    EXPECT_FAIL(ctx, sg_concat(2, (sg_tensor *[]){scalar64(ctx, 1), scalar64(ctx, 2)}), SG_ERR_SHAPE, "sg_concat");
+
+    /* operands from two contexts */
+    sg_ctx *other = new_ctx(0);
+    EXPECT_FAIL(ctx, sg_add(a, P64(other, -1, 1, 2, 3)), SG_ERR_ARG, "sg_add");
+    sg_ctx_free(other);
+    sg_ctx_free(ctx);
+}
+
+TEST(errors_cross_entropy_targets_checked_first)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 3, 4);
+    EXPECT_FAIL(ctx, sg_cross_entropy(x, targets(ctx, SG_I64, 3, (int64_t[]){0, 4, 1})), SG_ERR_INDEX,
+                "sg_cross_entropy");
+    EXPECT_FAIL(ctx, sg_cross_entropy(x, targets(ctx, SG_I32, 3, (int64_t[]){0, 1, -1})), SG_ERR_INDEX,
+                "targets[2]");
+    EXPECT_FAIL(ctx, sg_cross_entropy(x, targets(ctx, SG_I64, 2, (int64_t[]){0, 1})), SG_ERR_SHAPE,
+                "sg_cross_entropy");
+    EXPECT_FAIL(ctx, sg_cross_entropy(x, P64(ctx, 0, 3, 3)), SG_ERR_DTYPE, "sg_cross_entropy");
+    EXPECT_FAIL(ctx, sg_cross_entropy(P64(ctx, -1, 1, 3), targets(ctx, SG_I64, 3, (int64_t[]){0, 0, 0})),
+                SG_ERR_SHAPE, "sg_cross_entropy");
+    /* nothing was written: the arena did not grow past the targets built above */
+    sg_tensor *t = targets(ctx, SG_I64, 3, (int64_t[]){0, 9, 1});
+    sg_mem_stats m0 = sg_ctx_mem_stats(ctx);
+    sg_tensor *r = sg_cross_entropy(x, t);
+    sg_mem_stats m1 = sg_ctx_mem_stats(ctx);
+    CHECK(r == NULL && m0.bytes_in_use == m1.bytes_in_use && m0.arena_bytes == m1.arena_bytes);
+    sg_ctx_free(ctx);
+}
+
+TEST(errors_null_inputs_propagate)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *a = P64(ctx, -1, 1, 2, 3);
+    sg_tensor *r[] = {sg_add(NULL, a), sg_sub(a, NULL), sg_mul(NULL, NULL), sg_div(a, NULL),
+                      sg_scale(NULL, 2), sg_matmul(NULL, a), sg_sum(NULL), sg_mean(NULL),
+                      sg_sum_dim(NULL, 0, 0), sg_mean_dim(NULL, 0, 1), sg_relu(NULL),
+                      sg_sigmoid(NULL), sg_tanh(NULL), sg_exp(NULL), sg_log(NULL),
+                      sg_log_sigmoid(NULL), sg_softmax(NULL, 0), sg_log_softmax(NULL, 0),
+                      sg_cross_entropy(a, NULL), sg_bce_with_logits(NULL, a), sg_rowdot(a, NULL),
+                      sg_reshape(NULL, 1, (int64_t[]){6}), sg_transpose(NULL, 0, 1),
+                      sg_concat(2, (sg_tensor *[]){a, NULL}), sg_concat(0, NULL),
+                      sg_relu(sg_add(a, sg_exp(NULL)))};
+    for (size_t k = 0; k < sizeof r / sizeof r[0]; k++) CHECK(r[k] == NULL);
+    /* a NULL input is not a new error: the chain reports the first failure */
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_OK);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    sg_tensor *chain = sg_sum(sg_relu(sg_add(a, P64(ctx, -1, 1, 5))));
+    CHECK(chain == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_free(ctx);
+}
+
+TEST(no_nodes_without_grad)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *a = P64(ctx, -1, 1, 2, 3);
+    sg_tensor_requires_grad(a, 0);
+    CHECK(sg_sum(sg_relu(sg_matmul(a, sg_transpose(a, 0, 1)))) != NULL);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    sg_tensor_requires_grad(a, 1);
+    int prev = sg_set_grad_enabled(ctx, 0);
+    CHECK(sg_softmax(sg_mul(a, a), 1) != NULL);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    sg_set_grad_enabled(ctx, prev);
+    CHECK(sg_mul(a, a) != NULL && sg_tape_nodes(ctx) == 1);
+    sg_ctx_free(ctx);
+}
+
+TEST_MAIN()
