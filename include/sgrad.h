@@ -329,9 +329,163 @@ int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
                  sg_gradcheck_result *res);
 
 /* ---------------------------------------------------------------- optimizers */
+/* An optimizer updates the parameters registered with it from the context's gradient store.
+ *
+ * Cost: a step visits only the registered parameters that received a gradient since the
+ * last sg_tape_reset and, for a COO gradient, only the rows it names: O(parameters with
+ * gradients + rows touched), whatever the number of registered parameters. Call
+ * sg_optim_step after sg_backward and before sg_tape_reset (gradients live on the tape).
+ *
+ * Rows: a parameter of shape (R, ...) is R rows of numel/R elements (a 0-d one is one row);
+ * a COO gradient names rows by its first sparse index; duplicates sum. Linear updates (SGD
+ * without momentum or weight decay) apply an uncoalesced gradient as it is; every other
+ * update sums duplicate rows first.
+ *
+ * Steps: the optimizer counts its steps t = 1, 2, ... (sg_optim_steps) and takes the
+ * learning rate of step t from its schedule. A parameter with no gradient at a step is not
+ * stepped (as in PyTorch) and each parameter counts its own steps (state "step"). Within a
+ * parameter that got a COO gradient, the rows it does not name got a zero gradient:
+ * - SGD is exact lazy: with momentum and/or weight decay a zero gradient still moves a row,
+ *   and that effect has a closed form (a 2x2 linear recurrence per element). Each row keeps
+ *   the parameter step it was last brought to (state "last_step"); when a row is next
+ *   touched, or at sg_optim_flush, the skipped steps are applied at once, each with its own
+ *   learning rate, so the parameters equal those of dense SGD to float rounding. Cost per
+ *   touched row: O(log skipped) for a constant learning rate, O(learning-rate changes
+ *   among the skipped steps) under a schedule (the optimizer keeps those changes per
+ *   parameter until the next flush, 16 bytes each).
+ * - Adagrad and row-wise Adagrad leave untouched rows as they are (a zero gradient adds
+ *   nothing to the accumulator); weight decay, when set, is applied to touched rows only.
+ * - Adam (and AdamW) is dense Adam: a COO gradient is densified and every element steps
+ *   (O(numel)). LazyAdam is the O(touched) variant; see sg_optim_lazy_adam.
+ *
+ * State: per-parameter state lives in persistent tensors (sg_optim_state) that a checkpoint
+ * can save and restore with the optimizer's step count (sg_optim_steps/_set_steps). Call
+ * sg_optim_flush before saving an SGD optimizer with momentum or weight decay.
+ *
+ * Lifetime: a parameter belongs to at most one optimizer. Free the optimizer with
+ * sg_optim_free before its context and before freeing any of its parameters.
+ * An optimizer is used by one thread at a time; its kernels use the context's threads and
+ * are bitwise deterministic for any thread count.
+ *
+ * Errors (every function below): SG_ERR_NULL for a NULL optimizer or parameter,
+ * SG_ERR_ARG for out-of-range options, SG_ERR_VALUE for a learning rate (schedule result)
+ * that is negative or not finite, SG_ERR_NOMEM; nothing is changed on error. */
 
 typedef struct sg_optim sg_optim;
-/* Declared in the optimizer section below (see src/optim). */
+
+/* SGD as in PyTorch: g += weight_decay * w; with momentum, v = g at a parameter's first
+ * step and v = momentum * v + (1 - dampening) * g after; g = nesterov ? g + momentum * v
+ * : v; w -= lr * g. lr, momentum, weight_decay >= 0; nesterov needs momentum > 0 and
+ * dampening 0. */
+typedef struct {
+    double lr;
+    double momentum;
+    double dampening;
+    double weight_decay;
+    int nesterov;
+} sg_sgd_opts;
+#define SG_SGD_OPTS_DEFAULT {1e-3, 0.0, 0.0, 0.0, 0}
+
+/* Adagrad as in PyTorch: clr = lr / (1 + (step - 1) * lr_decay); g += weight_decay * w;
+ * sum += g * g; w -= clr * g / (sqrt(sum) + eps); sum starts at initial_accumulator.
+ * Row-wise Adagrad (one accumulator per row, as in table-batched embedding trainers):
+ * acc[r] += mean over the row of g * g; w[r] -= clr * g / (sqrt(acc[r]) + eps). */
+typedef struct {
+    double lr;
+    double lr_decay;
+    double weight_decay;
+    double initial_accumulator;
+    double eps;
+} sg_adagrad_opts;
+#define SG_ADAGRAD_OPTS_DEFAULT {1e-2, 0.0, 0.0, 0.0, 1e-10}
+
+/* Adam as in PyTorch: with t the parameter's step, g += weight_decay * w (or, with
+ * decoupled = 1 (AdamW), w *= 1 - lr * weight_decay); m = beta1 m + (1 - beta1) g;
+ * v = beta2 v + (1 - beta2) g^2; w -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t))
+ * + eps). beta1, beta2 in [0, 1); eps, weight_decay >= 0. */
+typedef struct {
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+    int decoupled;
+} sg_adam_opts;
+#define SG_ADAM_OPTS_DEFAULT {1e-3, 0.9, 0.999, 1e-8, 0.0, 0}
+
+/* Constructors; opts NULL gives the defaults above. Return NULL on error (recorded on ctx).
+ * State per parameter: SGD "momentum_buffer" (param's shape, with momentum) and
+ * "last_step" (rows, int64, with momentum or weight decay); Adagrad "sum" (param's shape);
+ * row-wise Adagrad "sum" (rows); Adam "exp_avg", "exp_avg_sq" (param's shape); LazyAdam
+ * the same plus "row_step" (rows, int64); every optimizer "step" ((), int64). */
+sg_optim *sg_optim_sgd(sg_ctx *ctx, const sg_sgd_opts *opts);
+sg_optim *sg_optim_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
+sg_optim *sg_optim_rowwise_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
+sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
+/* LazyAdam, for sparse gradients: only the rows a gradient names step, each row counts its
+ * own steps ("row_step") and its bias correction uses that count. It differs from dense
+ * Adam in that an untouched row does not move (dense Adam keeps moving it along its
+ * decaying first moment) and its moments do not decay while untouched; a row first seen at
+ * step 1000 gets the full bias correction of a first step (implementations that use the
+ * global step for every row shrink its first updates). Weight decay applies to touched rows
+ * only. With a dense gradient every row is touched and LazyAdam equals Adam. */
+sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
+/* Frees the optimizer and its state tensors and detaches its parameters. NULL: no-op. */
+void sg_optim_free(sg_optim *opt);
+
+/* Registers a persistent dense f32/f64 parameter and allocates its state (zeros; Adagrad's
+ * accumulators at initial_accumulator). SG_ERR_STATE if param already belongs to an
+ * optimizer (this one included), SG_ERR_LAYOUT / SG_ERR_DTYPE / SG_ERR_ARG for a COO,
+ * integer or tape tensor. O(1) in the number of parameters. */
+int sg_optim_add_param(sg_optim *opt, sg_tensor *param);
+int64_t sg_optim_param_count(const sg_optim *opt);
+sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i); /* NULL if out of range */
+
+/* One step over the gradient store (see the section's head). Parameters in the store that
+ * are not registered with opt are skipped. Returns SG_OK or an error code. */
+int sg_optim_step(sg_optim *opt);
+/* Brings every row of every parameter up to date (exact lazy SGD); O(rows of the
+ * parameters that have rows behind). A no-op for the other optimizers. */
+int sg_optim_flush(sg_optim *opt);
+
+/* Learning-rate schedules: the learning rate of step t (t >= 1) from the base lr. */
+typedef double (*sg_lr_fn)(void *ud, int64_t step, double base_lr);
+typedef enum {
+    SG_LR_CONSTANT, /* base_lr */
+    SG_LR_LINEAR,   /* base_lr * (1 + (end_factor - 1) * min(t - 1, steps) / steps) */
+    SG_LR_CALLBACK  /* fn(ud, t, base_lr); must be a pure function of its arguments */
+} sg_lr_kind;
+typedef struct {
+    sg_lr_kind kind;
+    int64_t steps;     /* SG_LR_LINEAR: > 0 */
+    double end_factor; /* SG_LR_LINEAR: >= 0 */
+    sg_lr_fn fn;       /* SG_LR_CALLBACK */
+    void *ud;
+} sg_lr_schedule;
+/* sched NULL: constant. */
+int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched);
+int sg_optim_set_lr(sg_optim *opt, double base_lr);
+/* The learning rate the next step will use; NaN if opt is NULL or the schedule fails. */
+double sg_optim_lr(const sg_optim *opt);
+/* Steps taken (the next step is number steps + 1); set it when restoring a checkpoint. */
+int64_t sg_optim_steps(const sg_optim *opt);
+int sg_optim_set_steps(sg_optim *opt, int64_t steps);
+
+/* Number of state tensors kept for param (0 if param is not registered with opt) and the
+ * i-th of them with its name (borrowed, valid until sg_optim_free); NULL if out of range. */
+int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param);
+sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,
+                          const char **name);
+
+/* Clipping over every gradient in ctx's store (dense and COO), applied in place of the
+ * gradients (a gradient that is not ours to modify is replaced by a modified copy; a COO
+ * gradient is replaced by its coalesced form). Duplicates are summed first.
+ * sg_clip_grad_norm: total = L2 norm over all gradients, written to *total_norm (may be
+ * NULL); if total > max_norm, every gradient is scaled by max_norm / (total + 1e-6).
+ * Returns SG_ERR_ARG for max_norm < 0 or NaN, SG_ERR_VALUE (gradients unchanged) if the
+ * total is not finite. sg_clip_grad_value: every element clamped to [-clip, clip]
+ * (clip >= 0). */
+int sg_clip_grad_norm(sg_ctx *ctx, double max_norm, double *total_norm);
+int sg_clip_grad_value(sg_ctx *ctx, double clip);
 
 /* ---------------------------------------------------------------- io: word vectors */
 /* word2vec's two file formats. Both open with a text line "V D". Text: then V lines

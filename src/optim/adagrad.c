@@ -1,0 +1,146 @@
+/* Adagrad (one accumulator per element) and row-wise Adagrad (one per row), dense and
+ * sparse paths. A sparse step sums duplicate rows first and updates only the rows named:
+ * an untouched row's zero gradient would add nothing to its accumulator nor move it, so
+ * the sparse path equals the dense one when weight decay is 0; with weight decay, the decay
+ * term is added to touched rows only (it has no closed form through the accumulator).
+ * Invariant: accumulators only grow, starting from initial_accumulator.
+ */
+#include "optim.h"
+
+#include <math.h>
+
+#define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+static bool adagrad_needs_groups(const sg_optim *opt)
+{
+    (void)opt;
+    return true;
+}
+
+/* clr of parameter step s. */
+static double adagrad_clr(const sg_optim *opt, int64_t s, double lr)
+{
+    return lr / (1 + (double)(s - 1) * opt->o.adagrad.lr_decay);
+}
+
+/* ---- element-wise Adagrad */
+
+static int adagrad_init(sg_optim *opt, sg__pstate *ps)
+{
+    sg_tensor *p = ps->param;
+    return sg__optim_state_new(opt, ps, "sum", p->dtype, p->ndim, p->shape,
+                               opt->o.adagrad.initial_accumulator)
+               ? SG_OK
+               : opt->ctx->status;
+}
+
+#define ADAGRAD_ELEMS(T, w, acc, gp, len, clr, wd, eps)                                    \
+    do {                                                                                   \
+        for (int64_t j = 0; j < (len); j++) {                                              \
+            T g_ = (gp)[j] + (T)(wd) * (w)[j];                                             \
+            T a_ = (acc)[j] + g_ * g_;                                                     \
+            (acc)[j] = a_;                                                                 \
+            (w)[j] -= (T)(clr) * g_ / (SG__SQRT(a_) + (T)(eps));                           \
+        }                                                                                  \
+    } while (0)
+
+static void adagrad_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
+{
+    sg_tensor *p = ps->param;
+    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
+    int64_t n = p->numel, nb = (n + SG__OPTIM_CHUNK - 1) / SG__OPTIM_CHUNK;
+    int nt = sg__threads(opt->ctx);
+    bool par = n >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *acc = ps->state[1]->data;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t lo = b * SG__OPTIM_CHUNK;
+            int64_t len = n - lo < SG__OPTIM_CHUNK ? n - lo : SG__OPTIM_CHUNK;
+            ADAGRAD_ELEMS(T, (w + lo), (acc + lo), (gg + lo), len, clr, wd, eps);
+        }
+    });
+}
+
+static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                         const void *g, int64_t s, double lr)
+{
+    sg_tensor *p = ps->param;
+    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
+    int64_t n = rg->n, width = ps->width;
+    int nt = sg__threads(opt->ctx);
+    bool par = n * width >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *acc = ps->state[1]->data;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = sg__group_row(rg, i);
+            T buf[SG__OPTIM_CHUNK];
+            for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
+                int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
+                const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
+                ADAGRAD_ELEMS(T, (w + r * width + c0), (acc + r * width + c0), gp, len, clr, wd, eps);
+            }
+        }
+    });
+}
+
+const sg__optim_ops sg__adagrad_ops = {adagrad_init, adagrad_dense, adagrad_rows, NULL,
+                                       adagrad_needs_groups};
+
+/* ---- row-wise Adagrad: acc[r] += mean over the row of g^2 (accumulated in double) */
+
+static int rowwise_init(sg_optim *opt, sg__pstate *ps)
+{
+    return sg__optim_state_new(opt, ps, "sum", ps->param->dtype, 1, &ps->rows,
+                               opt->o.adagrad.initial_accumulator)
+               ? SG_OK
+               : opt->ctx->status;
+}
+
+static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                         const void *g, int64_t s, double lr)
+{
+    sg_tensor *p = ps->param;
+    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
+    int64_t n = rg->n, width = ps->width;
+    if (width == 0) return;
+    int nt = sg__threads(opt->ctx);
+    bool par = n * width >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *acc = ps->state[1]->data;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = sg__group_row(rg, i);
+            T *wr = w + r * width;
+            T buf[SG__OPTIM_CHUNK];
+            double sq = 0;
+            for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
+                int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
+                const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
+                for (int64_t j = 0; j < len; j++) {
+                    T gj = gp[j] + (T)wd * wr[c0 + j];
+                    sq += (double)gj * gj;
+                }
+            }
+            T a = acc[r] + (T)(sq / (double)width);
+            acc[r] = a;
+            T mult = (T)clr / (SG__SQRT(a) + (T)eps);
+            for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
+                int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
+                const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
+                T *wc = wr + c0;
+                for (int64_t j = 0; j < len; j++) wc[j] -= mult * (gp[j] + (T)wd * wc[j]);
+            }
+        }
+    });
+}
+
+const sg__optim_ops sg__rowwise_adagrad_ops = {rowwise_init, NULL, rowwise_rows, NULL,
+                                               adagrad_needs_groups};

@@ -1,0 +1,138 @@
+/* Adam and AdamW (dense) and LazyAdam (sparse, per-row step counters).
+ *
+ * Adam steps every element with the parameter's step t for the bias corrections; a COO
+ * gradient reaches it densified (optim.c), so its result equals dense Adam's.
+ * LazyAdam updates only the rows a gradient names; row r counts its own steps in
+ * row_step[r] and uses that count for its bias corrections, so a row's k-th update is a
+ * textbook Adam step k whatever the global step. Untouched rows neither move nor decay
+ * their moments (dense Adam would move them along the decaying first moment): that is the
+ * documented difference. With a dense gradient every row is touched and LazyAdam equals
+ * Adam. Invariant: row_step[r] <= *ps->step.
+ */
+#include "optim.h"
+
+#include <math.h>
+
+#define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+#define BETA_TAB 1024
+#define BETA_LEVELS 3
+
+int sg__lazy_adam_tables(sg_optim *opt)
+{
+    double *t = sg__malloc(opt->ctx, 2 * BETA_LEVELS * BETA_TAB * sizeof *t);
+    if (!t) return SG_ERR_NOMEM;
+    double betas[2] = {opt->o.adam.beta1, opt->o.adam.beta2};
+    for (int b = 0; b < 2; b++)
+        for (int l = 0; l < BETA_LEVELS; l++) {
+            double *row = t + (b * BETA_LEVELS + l) * BETA_TAB;
+            double base = pow(betas[b], (double)((int64_t)1 << (10 * l)));
+            row[0] = 1;
+            for (int k = 1; k < BETA_TAB; k++) row[k] = pow(base, (double)k);
+        }
+    opt->beta_pow = t;
+    return SG_OK;
+}
+
+/* beta_b^k from the tables (k < 2^30), else pow. */
+static double beta_pow(const sg_optim *opt, int b, int64_t k)
+{
+    if (k >= (int64_t)1 << (10 * BETA_LEVELS))
+        return pow(b ? opt->o.adam.beta2 : opt->o.adam.beta1, (double)k);
+    const double *t = opt->beta_pow + b * BETA_LEVELS * BETA_TAB;
+    return t[k & (BETA_TAB - 1)] * t[BETA_TAB + ((k >> 10) & (BETA_TAB - 1))] *
+           t[2 * BETA_TAB + ((k >> 20) & (BETA_TAB - 1))];
+}
+
+static bool adam_needs_groups(const sg_optim *opt) { return opt->kind == SG__OPT_LAZY_ADAM; }
+
+static int adam_init(sg_optim *opt, sg__pstate *ps)
+{
+    sg_tensor *p = ps->param;
+    if (!sg__optim_state_new(opt, ps, "exp_avg", p->dtype, p->ndim, p->shape, 0) ||
+        !sg__optim_state_new(opt, ps, "exp_avg_sq", p->dtype, p->ndim, p->shape, 0))
+        return opt->ctx->status;
+    if (opt->kind == SG__OPT_LAZY_ADAM &&
+        !sg__optim_state_new(opt, ps, "row_step", SG_I64, 1, &ps->rows, 0))
+        return opt->ctx->status;
+    return SG_OK;
+}
+
+/* One Adam step of elements [0, len): step_size = lr / (1 - beta1^t),
+ * bc2s = sqrt(1 - beta2^t); decay = 1 - lr * weight_decay (decoupled) or weight_decay. */
+#define ADAM_ELEMS(T, w, m, v, gp, len, o, step_size, bc2s, lr)                            \
+    do {                                                                                   \
+        T b1_ = (T)(o)->beta1, b2_ = (T)(o)->beta2;                                        \
+        T c1_ = (T)(1 - (o)->beta1), c2_ = (T)(1 - (o)->beta2);                            \
+        T ss_ = (T)(step_size), bs_ = (T)(bc2s), eps_ = (T)(o)->eps;                       \
+        T wd_ = (o)->decoupled ? 0 : (T)(o)->weight_decay;                                 \
+        T keep_ = (o)->decoupled ? (T)(1 - (lr) * (o)->weight_decay) : 1;                  \
+        for (int64_t j = 0; j < (len); j++) {                                              \
+            T w_ = (w)[j] * keep_;                                                         \
+            T g_ = (gp)[j] + wd_ * (w)[j];                                                 \
+            T m_ = b1_ * (m)[j] + c1_ * g_;                                                \
+            T v_ = b2_ * (v)[j] + c2_ * g_ * g_;                                           \
+            (m)[j] = m_;                                                                   \
+            (v)[j] = v_;                                                                   \
+            (w)[j] = w_ - ss_ * m_ / (SG__SQRT(v_) / bs_ + eps_);                          \
+        }                                                                                  \
+    } while (0)
+
+static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
+{
+    sg_tensor *p = ps->param;
+    const sg_adam_opts *o = &opt->o.adam;
+    double step_size = lr / (1 - pow(o->beta1, (double)s));
+    double bc2s = sqrt(1 - pow(o->beta2, (double)s));
+    int64_t n = p->numel, nb = (n + SG__OPTIM_CHUNK - 1) / SG__OPTIM_CHUNK;
+    int nt = sg__threads(opt->ctx);
+    bool par = n >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *m = ps->state[1]->data;
+        T *v = ps->state[2]->data;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t lo = b * SG__OPTIM_CHUNK;
+            int64_t len = n - lo < SG__OPTIM_CHUNK ? n - lo : SG__OPTIM_CHUNK;
+            ADAM_ELEMS(T, (w + lo), (m + lo), (v + lo), (gg + lo), len, o, step_size, bc2s, lr);
+        }
+    });
+}
+
+static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                           const void *g, int64_t s, double lr)
+{
+    (void)s;
+    sg_tensor *p = ps->param;
+    const sg_adam_opts *o = &opt->o.adam;
+    int64_t n = rg->n, width = ps->width;
+    int64_t *row_step = ps->state[3]->data;
+    int nt = sg__threads(opt->ctx);
+    bool par = n * width >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *m = ps->state[1]->data;
+        T *v = ps->state[2]->data;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = sg__group_row(rg, i);
+            int64_t k = ++row_step[r];
+            double step_size = lr / (1 - beta_pow(opt, 0, k));
+            double bc2s = sqrt(1 - beta_pow(opt, 1, k));
+            T buf[SG__OPTIM_CHUNK];
+            for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
+                int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
+                const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
+                int64_t at = r * width + c0;
+                ADAM_ELEMS(T, (w + at), (m + at), (v + at), gp, len, o, step_size, bc2s, lr);
+            }
+        }
+    });
+}
+
+/* Adam has no row path: optim.c hands it every gradient dense. */
+const sg__optim_ops sg__adam_ops = {adam_init, adam_dense, NULL, NULL, adam_needs_groups};
+const sg__optim_ops sg__lazy_adam_ops = {adam_init, NULL, lazy_adam_rows, NULL, adam_needs_groups};

@@ -1,0 +1,508 @@
+/* The optimizer object: construction, parameter registration, learning-rate schedules,
+ * the step driver over the gradient store, flush, state access and the fused-update hook
+ * (sg__optim_apply_rows). The arithmetic of each kind lives in sgd.c, adagrad.c, adam.c.
+ *
+ * Invariants (besides optim.h's):
+ * - A step or a fused update first does everything that can fail (learning rate, dense
+ *   copies of gradients, row grouping, run-history capacity), for every parameter, and
+ *   only then writes: on error nothing has changed.
+ * - A step costs O(gradients in the store + rows they name): it never walks opt->params.
+ */
+#include "optim.h"
+
+#include <math.h>
+
+/* ---- learning rate */
+
+static int lr_at(const sg_optim *opt, int64_t t, double *out)
+{
+    double lr = opt->lr;
+    switch (opt->sched.kind) {
+    case SG_LR_CONSTANT:
+        break;
+    case SG_LR_LINEAR: {
+        int64_t k = t - 1 < opt->sched.steps ? t - 1 : opt->sched.steps;
+        lr = opt->lr * (1.0 + (opt->sched.end_factor - 1.0) * (double)k / (double)opt->sched.steps);
+        break;
+    }
+    case SG_LR_CALLBACK:
+        lr = opt->sched.fn(opt->sched.ud, t, opt->lr);
+        break;
+    }
+    if (!isfinite(lr) || lr < 0)
+        return sg__failc(opt->ctx, SG_ERR_VALUE, "%s: learning rate of step %lld is %g",
+                         opt->name, (long long)t, lr);
+    *out = lr;
+    return SG_OK;
+}
+
+static bool valid_lr(double lr) { return isfinite(lr) && lr >= 0; }
+
+int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched)
+{
+    if (!opt) return SG_ERR_NULL;
+    sg_lr_schedule s = {SG_LR_CONSTANT, 0, 1.0, NULL, NULL};
+    if (sched) s = *sched;
+    switch (s.kind) {
+    case SG_LR_CONSTANT:
+        break;
+    case SG_LR_LINEAR:
+        if (s.steps <= 0 || !isfinite(s.end_factor) || s.end_factor < 0)
+            return sg__failc(opt->ctx, SG_ERR_ARG,
+                             "linear schedule: steps %lld must be > 0 and end_factor %g >= 0",
+                             (long long)s.steps, s.end_factor);
+        break;
+    case SG_LR_CALLBACK:
+        if (!s.fn) return sg__failc(opt->ctx, SG_ERR_NULL, "callback schedule: NULL function");
+        break;
+    default:
+        return sg__failc(opt->ctx, SG_ERR_ARG, "unknown schedule kind %d", (int)s.kind);
+    }
+    opt->sched = s;
+    return SG_OK;
+}
+
+int sg_optim_set_lr(sg_optim *opt, double base_lr)
+{
+    if (!opt) return SG_ERR_NULL;
+    if (!valid_lr(base_lr)) return sg__failc(opt->ctx, SG_ERR_ARG, "learning rate %g", base_lr);
+    opt->lr = base_lr;
+    return SG_OK;
+}
+
+double sg_optim_lr(const sg_optim *opt)
+{
+    double lr;
+    if (!opt || lr_at(opt, opt->t + 1, &lr)) return NAN;
+    return lr;
+}
+
+int64_t sg_optim_steps(const sg_optim *opt) { return opt ? opt->t : 0; }
+
+int sg_optim_set_steps(sg_optim *opt, int64_t steps)
+{
+    if (!opt) return SG_ERR_NULL;
+    if (steps < 0) return sg__failc(opt->ctx, SG_ERR_ARG, "negative step count %lld", (long long)steps);
+    opt->t = steps;
+    return SG_OK;
+}
+
+/* ---- construction */
+
+static sg_optim *optim_new(sg_ctx *ctx, sg__optim_kind kind, const char *name,
+                           const sg__optim_ops *ops, double lr)
+{
+    sg_optim *opt = sg__calloc(ctx, 1, sizeof *opt);
+    if (!opt) return NULL;
+    opt->ctx = ctx;
+    opt->kind = kind;
+    opt->name = name;
+    opt->ops = ops;
+    opt->lr = lr;
+    opt->sched = (sg_lr_schedule){SG_LR_CONSTANT, 0, 1.0, NULL, NULL};
+    opt->pw_n = 0;
+    return opt;
+}
+
+sg_optim *sg_optim_sgd(sg_ctx *ctx, const sg_sgd_opts *opts)
+{
+    if (!ctx) return NULL;
+    sg_sgd_opts o = SG_SGD_OPTS_DEFAULT;
+    if (opts) o = *opts;
+    if (!valid_lr(o.lr) || !(o.momentum >= 0) || !isfinite(o.momentum) ||
+        !(o.weight_decay >= 0) || !isfinite(o.weight_decay) || !isfinite(o.dampening))
+        return sg__fail(ctx, SG_ERR_ARG, "sgd: lr %g, momentum %g, weight_decay %g must be finite and >= 0",
+                        o.lr, o.momentum, o.weight_decay);
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+        return sg__fail(ctx, SG_ERR_ARG, "sgd: nesterov needs momentum > 0 and dampening 0");
+    sg_optim *opt = optim_new(ctx, SG__OPT_SGD, "sgd", &sg__sgd_ops, o.lr);
+    if (opt) opt->o.sgd = o;
+    return opt;
+}
+
+static sg_optim *adagrad_new(sg_ctx *ctx, const sg_adagrad_opts *opts, bool rowwise)
+{
+    if (!ctx) return NULL;
+    const char *name = rowwise ? "rowwise_adagrad" : "adagrad";
+    sg_adagrad_opts o = SG_ADAGRAD_OPTS_DEFAULT;
+    if (opts) o = *opts;
+    if (!valid_lr(o.lr) || !(o.lr_decay >= 0) || !isfinite(o.lr_decay) || !(o.weight_decay >= 0) ||
+        !isfinite(o.weight_decay) || !(o.initial_accumulator >= 0) ||
+        !isfinite(o.initial_accumulator) || !(o.eps >= 0) || !isfinite(o.eps))
+        return sg__fail(ctx, SG_ERR_ARG,
+                        "%s: lr %g, lr_decay %g, weight_decay %g, initial_accumulator %g, eps %g "
+                        "must be finite and >= 0",
+                        name, o.lr, o.lr_decay, o.weight_decay, o.initial_accumulator, o.eps);
+    sg_optim *opt = optim_new(ctx, rowwise ? SG__OPT_ROWWISE_ADAGRAD : SG__OPT_ADAGRAD, name,
+                              rowwise ? &sg__rowwise_adagrad_ops : &sg__adagrad_ops, o.lr);
+    if (opt) opt->o.adagrad = o;
+    return opt;
+}
+
+sg_optim *sg_optim_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts)
+{
+    return adagrad_new(ctx, opts, false);
+}
+
+sg_optim *sg_optim_rowwise_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts)
+{
+    return adagrad_new(ctx, opts, true);
+}
+
+static sg_optim *adam_new(sg_ctx *ctx, const sg_adam_opts *opts, bool lazy)
+{
+    if (!ctx) return NULL;
+    const char *name = lazy ? "lazy_adam" : "adam";
+    sg_adam_opts o = SG_ADAM_OPTS_DEFAULT;
+    if (opts) o = *opts;
+    if (!valid_lr(o.lr) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
+        !(o.eps >= 0) || !isfinite(o.eps) || !(o.weight_decay >= 0) || !isfinite(o.weight_decay))
+        return sg__fail(ctx, SG_ERR_ARG,
+                        "%s: lr %g >= 0, betas (%g, %g) in [0, 1), eps %g >= 0, weight_decay %g >= 0",
+                        name, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+    sg_optim *opt = optim_new(ctx, lazy ? SG__OPT_LAZY_ADAM : SG__OPT_ADAM, name,
+                              lazy ? &sg__lazy_adam_ops : &sg__adam_ops, o.lr);
+    if (!opt) return NULL;
+    opt->o.adam = o;
+    if (lazy && sg__lazy_adam_tables(opt)) {
+        sg_optim_free(opt);
+        return NULL;
+    }
+    return opt;
+}
+
+sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts) { return adam_new(ctx, opts, false); }
+
+sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts)
+{
+    return adam_new(ctx, opts, true);
+}
+
+static void pstate_free(sg_optim *opt, sg__pstate *ps)
+{
+    if (ps->param->optim_state == ps) ps->param->optim_state = NULL;
+    for (int i = 0; i < ps->n_state; i++) sg_tensor_free(ps->state[i]);
+    sg__free(opt->ctx, ps->runs);
+    sg__free(opt->ctx, ps);
+}
+
+void sg_optim_free(sg_optim *opt)
+{
+    if (!opt) return;
+    for (int64_t i = 0; i < opt->n_params; i++) pstate_free(opt, opt->params[i]);
+    sg__free(opt->ctx, opt->params);
+    sg__free(opt->ctx, opt->slot);
+    sg__free(opt->ctx, opt->beta_pow);
+    sg__free(opt->ctx, opt);
+}
+
+/* ---- parameters and state */
+
+sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
+                               sg_dtype dtype, int ndim, const int64_t *shape, double fill)
+{
+    if (ps->n_state == SG__OPTIM_MAX_STATE)
+        return sg__fail(opt->ctx, SG_ERR_STATE, "%s: too many state tensors", opt->name);
+    sg_tensor *t = sg_tensor_new(opt->ctx, dtype, ndim, shape);
+    if (!t) return NULL;
+    if (fill != 0) sg_tensor_fill(t, fill);
+    ps->state[ps->n_state] = t;
+    ps->state_name[ps->n_state++] = name;
+    return t;
+}
+
+/* Grows opt->slot to at least `rows` entries, all -1. */
+static int slot_reserve(sg_optim *opt, int64_t rows)
+{
+    if (rows <= opt->slot_len) return SG_OK;
+    int64_t *s = sg__malloc(opt->ctx, (size_t)rows * sizeof *s);
+    if (!s) return SG_ERR_NOMEM;
+    for (int64_t i = 0; i < rows; i++) s[i] = -1;
+    sg__free(opt->ctx, opt->slot);
+    opt->slot = s;
+    opt->slot_len = rows;
+    return SG_OK;
+}
+
+int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
+{
+    if (!opt) return SG_ERR_NULL;
+    sg_ctx *ctx = opt->ctx;
+    if (!p) return sg__failc(ctx, SG_ERR_NULL, "%s: NULL parameter", opt->name);
+    if (p->ctx != ctx) return sg__failc(ctx, SG_ERR_ARG, "%s: parameter of another context", opt->name);
+    if (p->layout != SG_DENSE)
+        return sg__failc(ctx, SG_ERR_LAYOUT, "%s: parameters must be dense", opt->name);
+    if (!sg__is_float(p->dtype))
+        return sg__failc(ctx, SG_ERR_DTYPE, "%s: parameters must be f32 or f64", opt->name);
+    if (!p->persistent || !p->owns_data)
+        return sg__failc(ctx, SG_ERR_ARG, "%s: parameters must be persistent tensors", opt->name);
+    if (p->optim_state)
+        return sg__failc(ctx, SG_ERR_STATE, "%s: tensor is already a parameter of an optimizer",
+                         opt->name);
+    if (opt->n_params == opt->cap_params) {
+        int64_t cap = opt->cap_params ? 2 * opt->cap_params : 16;
+        sg__pstate **a = sg__malloc(ctx, (size_t)cap * sizeof *a);
+        if (!a) return SG_ERR_NOMEM;
+        if (opt->n_params) memcpy(a, opt->params, (size_t)opt->n_params * sizeof *a);
+        sg__free(ctx, opt->params);
+        opt->params = a;
+        opt->cap_params = cap;
+    }
+    sg__pstate *ps = sg__calloc(ctx, 1, sizeof *ps);
+    if (!ps) return SG_ERR_NOMEM;
+    ps->opt = opt;
+    ps->param = p;
+    ps->rows = p->ndim ? p->shape[0] : 1;
+    ps->width = ps->rows ? p->numel / ps->rows : 0;
+    sg_tensor *st = sg__optim_state_new(opt, ps, "step", SG_I64, 0, NULL, 0);
+    int rc = st ? opt->ops->init(opt, ps) : ctx->status;
+    if (!rc && opt->ops->needs_groups(opt)) rc = slot_reserve(opt, ps->rows);
+    if (rc) {
+        pstate_free(opt, ps);
+        return rc;
+    }
+    ps->step = st->data;
+    ps->index = opt->n_params;
+    opt->params[opt->n_params++] = ps;
+    p->optim_state = ps;
+    return SG_OK;
+}
+
+int64_t sg_optim_param_count(const sg_optim *opt) { return opt ? opt->n_params : 0; }
+
+sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i)
+{
+    if (!opt || i < 0 || i >= opt->n_params) return NULL;
+    return opt->params[i]->param;
+}
+
+static sg__pstate *state_of(const sg_optim *opt, const sg_tensor *p)
+{
+    if (!opt || !p) return NULL;
+    sg__pstate *ps = p->optim_state;
+    return ps && ps->opt == opt ? ps : NULL;
+}
+
+int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param)
+{
+    sg__pstate *ps = state_of(opt, param);
+    return ps ? ps->n_state : 0;
+}
+
+sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i, const char **name)
+{
+    sg__pstate *ps = state_of(opt, param);
+    if (!ps || i < 0 || i >= ps->n_state) return NULL;
+    if (name) *name = ps->state_name[i];
+    return ps->state[i];
+}
+
+/* ---- planning: everything a parameter's update needs, allocated before any write */
+
+typedef struct {
+    sg__pstate *ps;
+    const void *g; /* dense: (numel); rows: (.., width) */
+    bool dense;
+    sg__rowgroups rg;
+} plan;
+
+/* Groups gradient rows idx[0..n) by row in order of first appearance (O(n), no sort):
+ * opt->slot maps a row to its group while grouping and is restored to -1 after. */
+static int group_rows(sg_optim *opt, const int64_t *idx, int64_t n, sg__rowgroups *rg)
+{
+    sg_ctx *ctx = opt->ctx;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(int64_t);
+    int64_t *rows = sg__arena_alloc(ctx, bytes);
+    int64_t *off = sg__arena_alloc(ctx, bytes + sizeof(int64_t));
+    int64_t *occ = sg__arena_alloc(ctx, bytes);
+    if (!rows || !off || !occ) return ctx->status ? ctx->status : SG_ERR_NOMEM;
+    int64_t *slot = opt->slot, u = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = idx[i];
+        if (slot[r] < 0) {
+            slot[r] = u;
+            rows[u] = r;
+            off[++u] = 1;
+        } else {
+            off[slot[r] + 1]++;
+        }
+    }
+    *rg = (sg__rowgroups){u, rows, NULL, NULL, true};
+    if (u < n) { /* duplicates: occurrence lists in index order */
+        off[0] = 0;
+        for (int64_t k = 0; k < u; k++) off[k + 1] += off[k];
+        for (int64_t i = 0; i < n; i++) occ[off[slot[idx[i]]]++] = i; /* off: cursors */
+        /* off[k] now holds the end of group k: shift back to starts */
+        for (int64_t k = u; k > 0; k--) off[k] = off[k - 1];
+        off[0] = 0;
+        rg->off = off;
+        rg->occ = occ;
+    }
+    for (int64_t k = 0; k < u; k++) slot[rows[k]] = -1;
+    return SG_OK;
+}
+
+static bool is_lazy_sgd(const sg__pstate *ps) { return ps->last != NULL; }
+
+/* Room for one more learning-rate run in ps's history. */
+static int runs_reserve(sg_optim *opt, sg__pstate *ps)
+{
+    if (ps->n_runs < ps->cap_runs) return SG_OK;
+    int64_t cap = ps->cap_runs ? 2 * ps->cap_runs : 4;
+    sg__lr_run *r = sg__malloc(opt->ctx, (size_t)cap * sizeof *r);
+    if (!r) return SG_ERR_NOMEM;
+    if (ps->n_runs) memcpy(r, ps->runs, (size_t)ps->n_runs * sizeof *r);
+    sg__free(opt->ctx, ps->runs);
+    ps->runs = r;
+    ps->cap_runs = cap;
+    return SG_OK;
+}
+
+static int plan_rows(sg_optim *opt, sg__pstate *ps, const int64_t *idx, int64_t n,
+                     const void *g, bool coalesced, plan *pl)
+{
+    *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}};
+    int rc = SG_OK;
+    if (!coalesced && opt->ops->needs_groups(opt)) rc = group_rows(opt, idx, n, &pl->rg);
+    if (!rc && is_lazy_sgd(ps)) rc = runs_reserve(opt, ps);
+    return rc;
+}
+
+/* A COO gradient with sparse_dim > 1 as row-sparse: each entry becomes a row of zeros
+ * holding its values at its place within the row. */
+static int expand_rows(sg__pstate *ps, const sg_tensor *grad, const int64_t **idx_out,
+                       const void **g_out)
+{
+    sg_ctx *ctx = grad->ctx;
+    int64_t n = grad->nnz, sd = grad->sparse_dim;
+    int64_t block = sg__prod(grad->shape, (int)sd, grad->ndim); /* elements per entry */
+    const int64_t *ind = grad->indices->data;
+    int64_t gshape[2] = {n, ps->width};
+    sg_tensor *g = sg__tmp(ctx, grad->dtype, 2, gshape, true);
+    if (!g) return ctx->status;
+    size_t es = sg_dtype_size(grad->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t pos = 0;
+        for (int64_t k = 1; k < sd; k++) pos = pos * grad->shape[k] + ind[k * n + i];
+        memcpy((char *)g->data + (size_t)(i * ps->width + pos * block) * es,
+               (const char *)grad->values->data + (size_t)(i * block) * es, (size_t)block * es);
+    }
+    *idx_out = ind; /* row 0 of the indices: the rows */
+    *g_out = g->data;
+    return SG_OK;
+}
+
+static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
+{
+    sg_ctx *ctx = opt->ctx;
+    if (grad->dtype != ps->param->dtype || !sg__same_shape(grad, ps->param))
+        return sg__failc(ctx, SG_ERR_STATE, "%s: gradient does not match its parameter", opt->name);
+    if (grad->layout == SG_COO && opt->kind == SG__OPT_ADAM) { /* dense Adam steps every element */
+        grad = sg__densify(grad);
+        if (!grad) return ctx->status;
+    }
+    if (grad->layout == SG_DENSE) {
+        if (opt->ops->dense) {
+            *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}};
+            return SG_OK;
+        }
+        *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}};
+        return is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
+    }
+    const int64_t *idx = grad->indices->data;
+    const void *g = grad->values->data;
+    bool coalesced = grad->coalesced;
+    if (grad->sparse_dim > 1) {
+        int rc = expand_rows(ps, grad, &idx, &g);
+        if (rc) return rc;
+        coalesced = false;
+    }
+    return plan_rows(opt, ps, idx, grad->nnz, g, coalesced, pl);
+}
+
+static void apply_plan(sg_optim *opt, plan *pl, double lr)
+{
+    sg__pstate *ps = pl->ps;
+    int64_t s = ++*ps->step;
+    if (is_lazy_sgd(ps) && (ps->n_runs == 0 || ps->runs[ps->n_runs - 1].lr != lr))
+        ps->runs[ps->n_runs++] = (sg__lr_run){s, lr};
+    if (pl->dense) opt->ops->dense(opt, ps, pl->g, s, lr);
+    else opt->ops->rows(opt, ps, &pl->rg, pl->g, s, lr);
+}
+
+/* ---- step, flush, fused update */
+
+int sg_optim_step(sg_optim *opt)
+{
+    if (!opt) return SG_ERR_NULL;
+    sg_ctx *ctx = opt->ctx;
+    double lr;
+    int rc = lr_at(opt, opt->t + 1, &lr);
+    if (rc) return rc;
+    int64_t n = 0, cnt = sg_grads_count(ctx);
+    for (int64_t i = 0; i < cnt; i++) {
+        sg_tensor *p = sg_grads_param(ctx, i);
+        if (p->grad && state_of(opt, p)) n++;
+    }
+    plan *plans = n ? sg__arena_alloc(ctx, (size_t)n * sizeof *plans) : NULL;
+    if (n && !plans) return ctx->status;
+    int64_t k = 0;
+    for (int64_t i = 0; i < cnt; i++) {
+        sg_tensor *p = sg_grads_param(ctx, i);
+        if (!p->grad || !state_of(opt, p)) continue;
+        rc = plan_grad(opt, p->optim_state, p->grad, &plans[k++]);
+        if (rc) return rc;
+    }
+    if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
+    for (k = 0; k < n; k++) apply_plan(opt, &plans[k], lr);
+    opt->t++;
+    return SG_OK;
+}
+
+int sg_optim_flush(sg_optim *opt)
+{
+    if (!opt) return SG_ERR_NULL;
+    if (!opt->ops->flush) return SG_OK;
+    for (int64_t i = 0; i < opt->n_params; i++) {
+        sg__pstate *ps = opt->params[i];
+        if (ps->lagging) opt->ops->flush(opt, ps);
+    }
+    return SG_OK;
+}
+
+int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
+                         const void *g)
+{
+    if (!opt || !W) return SG_ERR_NULL;
+    sg_ctx *ctx = opt->ctx;
+    sg__pstate *ps = state_of(opt, W);
+    if (!ps)
+        return sg__failc(ctx, SG_ERR_STATE, "%s: fused update of a tensor that is not one of its parameters",
+                         opt->name);
+    if (n < 0 || (n > 0 && (!idx || !g))) return sg__failc(ctx, SG_ERR_ARG, "%s: fused update of %lld rows", opt->name, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= ps->rows)
+            return sg__failc(ctx, SG_ERR_INDEX, "%s: fused update of row %lld of %lld", opt->name,
+                             (long long)idx[i], (long long)ps->rows);
+    double lr;
+    int rc = lr_at(opt, opt->t + 1, &lr);
+    if (rc) return rc;
+    plan pl;
+    if (opt->kind == SG__OPT_ADAM) { /* dense Adam: the rows scattered into a dense gradient */
+        sg_tensor *d = sg__tmp_like(W, true);
+        if (!d) return ctx->status;
+        SG__DISPATCH_FLOAT(W->dtype, T, {
+            T *dd = d->data;
+            const T *gg = g;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < ps->width; j++) dd[idx[i] * ps->width + j] += gg[i * ps->width + j];
+        });
+        pl = (plan){ps, d->data, true, {0, NULL, NULL, NULL, true}};
+    } else {
+        rc = plan_rows(opt, ps, idx, n, g, false, &pl);
+        if (rc) return rc;
+    }
+    if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
+    apply_plan(opt, &pl, lr);
+    return SG_OK;
+}

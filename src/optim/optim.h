@@ -1,0 +1,152 @@
+/* Definitions shared by the optimizer files in src/optim: the optimizer object, the
+ * per-parameter state that a parameter's optim_state points to, the row groups a sparse
+ * update works on, and each optimizer kind's kernels.
+ *
+ * Invariants:
+ * - param->optim_state is NULL or an sg__pstate whose `opt` lists it in opt->params.
+ * - opt->slot has opt->slot_len entries, all -1 between calls (row grouping restores it).
+ * - A kernel (dense or rows) is only called once everything that can fail is done: it
+ *   writes and cannot fail. It receives s, the parameter's step being applied (already
+ *   counted in *ps->step), and lr, that step's learning rate.
+ */
+#ifndef SG_OPTIM_H
+#define SG_OPTIM_H
+
+#include "internal.h"
+
+typedef enum {
+    SG__OPT_SGD,
+    SG__OPT_ADAGRAD,
+    SG__OPT_ROWWISE_ADAGRAD,
+    SG__OPT_ADAM,
+    SG__OPT_LAZY_ADAM
+} sg__optim_kind;
+
+#define SG__OPTIM_MAX_STATE 4
+
+/* A learning rate that holds from parameter step `start` until the next run's start. */
+typedef struct {
+    int64_t start;
+    double lr;
+} sg__lr_run;
+
+typedef struct {
+    sg_optim *opt;
+    sg_tensor *param;
+    int64_t index;       /* position in opt->params */
+    int64_t rows, width; /* param viewed as (rows, width) */
+    int n_state;
+    sg_tensor *state[SG__OPTIM_MAX_STATE];
+    const char *state_name[SG__OPTIM_MAX_STATE];
+    int64_t *step; /* data of the "step" state tensor: steps this parameter took */
+    /* exact lazy SGD */
+    int64_t *last;       /* (rows) data of "last_step", or NULL when SGD is not lazy */
+    bool lagging;        /* some row may be behind *step */
+    sg__lr_run *runs;    /* learning rates since the last flush, by parameter step */
+    int64_t n_runs, cap_runs;
+} sg__pstate;
+
+/* The rows of one sparse update, grouped: group i is row rows[i] (i itself when rows is
+ * NULL) and sums gradient rows occ[off[i] .. off[i+1]) in that order (gradient row i alone
+ * when off is NULL). Groups name distinct rows unless `unique` is false (linear updates
+ * only). */
+typedef struct {
+    int64_t n;
+    const int64_t *rows;
+    const int64_t *off;
+    const int64_t *occ;
+    bool unique;
+} sg__rowgroups;
+
+typedef struct {
+    /* Allocates the kind's state tensors for ps (after ps->rows/width are set). */
+    int (*init)(sg_optim *opt, sg__pstate *ps);
+    /* Dense update of the whole parameter with g (numel); NULL: use `rows` over all rows. */
+    void (*dense)(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr);
+    /* Update of the grouped rows with gradient rows g (.., width). */
+    void (*rows)(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
+                 int64_t s, double lr);
+    /* Brings every row of ps up to date; NULL: nothing is ever behind. */
+    void (*flush)(sg_optim *opt, sg__pstate *ps);
+    /* The kind needs sg__rowgroups with distinct rows (opt->slot sized to rows). */
+    bool (*needs_groups)(const sg_optim *opt);
+} sg__optim_ops;
+
+struct sg_optim {
+    sg_ctx *ctx;
+    sg__optim_kind kind;
+    const char *name;
+    const sg__optim_ops *ops;
+    union {
+        sg_sgd_opts sgd;
+        sg_adagrad_opts adagrad;
+        sg_adam_opts adam;
+    } o;
+    double lr; /* base learning rate */
+    sg_lr_schedule sched;
+    int64_t t; /* steps taken */
+
+    sg__pstate **params;
+    int64_t n_params, cap_params;
+
+    int64_t *slot; /* row -> group during grouping, -1 at rest */
+    int64_t slot_len;
+
+    /* LazyAdam: beta^k for k < 2^30 as a product of three tables of 1024 (adam.c) */
+    double *beta_pow;
+
+    /* exact lazy SGD: pw[j] = M(pw_lr)^(2^j) (row-major 2x2) for j < pw_n */
+    double pw_lr;
+    int pw_n;
+    double pw[63][4];
+};
+
+extern const sg__optim_ops sg__sgd_ops, sg__adagrad_ops, sg__rowwise_adagrad_ops,
+    sg__adam_ops, sg__lazy_adam_ops;
+
+/* Makes a persistent state tensor for ps named `name` (shape given), filled with `fill`. */
+sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
+                               sg_dtype dtype, int ndim, const int64_t *shape, double fill);
+
+/* Tables of LazyAdam's powers of beta1 and beta2 (opt->beta_pow). */
+int sg__lazy_adam_tables(sg_optim *opt);
+
+/* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
+void sg__sgd_prepare(sg_optim *opt, double lr);
+
+/* Loop bounds for parallel kernels: run on one thread below this many elements. */
+#define SG__OPTIM_GRAIN ((int64_t)1 << 15)
+/* Columns summed at once when a group has duplicate rows (a stack buffer). */
+#define SG__OPTIM_CHUNK 256
+
+/* The summed gradient of group i, columns [c0, c0 + len) (len <= SG__OPTIM_CHUNK): a
+ * pointer into g when the group has one occurrence, else buf filled with the sum. */
+#define SG__OPTIM_DEFINE_GROUP_SUM(T, NAME)                                                \
+    static inline const T *NAME(const sg__rowgroups *rg, int64_t i, const T *g,           \
+                                int64_t width, int64_t c0, int64_t len, T *buf)            \
+    {                                                                                      \
+        if (!rg->off) return g + i * width + c0;                                           \
+        int64_t a = rg->off[i], b = rg->off[i + 1];                                        \
+        if (b - a == 1) return g + rg->occ[a] * width + c0;                                \
+        const T *s0 = g + rg->occ[a] * width + c0;                                         \
+        for (int64_t j = 0; j < len; j++) buf[j] = s0[j];                                  \
+        for (int64_t k = a + 1; k < b; k++) {                                              \
+            const T *sk = g + rg->occ[k] * width + c0;                                     \
+            for (int64_t j = 0; j < len; j++) buf[j] += sk[j];                             \
+        }                                                                                  \
+        return buf;                                                                        \
+    }
+
+SG__OPTIM_DEFINE_GROUP_SUM(float, sg__group_sum_f32)
+SG__OPTIM_DEFINE_GROUP_SUM(double, sg__group_sum_f64)
+
+/* Dispatch-friendly spelling: SG__GROUP_SUM(T)(...) picks the f32 or f64 version. */
+#define SG__GROUP_SUM(T) \
+    _Generic((T *)0, float *: sg__group_sum_f32, double *: sg__group_sum_f64)
+
+static inline int64_t sg__group_row(const sg__rowgroups *rg, int64_t i)
+{
+    return rg->rows ? rg->rows[i] : i;
+}
+
+#endif

@@ -1,0 +1,289 @@
+/* SGD with momentum, dampening, Nesterov and L2 weight decay; dense and sparse paths.
+ *
+ * Without momentum and weight decay the update is linear: a sparse gradient is applied as
+ * it comes (duplicates in index order), with no grouping.
+ *
+ * With either, SGD is "exact lazy". For a row whose gradient is zero at a step, each
+ * element's (w, v) follows a linear recurrence x' = M(lr, c) x with
+ *     v' = c wd w + mu v                       (c = 1 at the first step, 1 - dampening after)
+ *     w' = w - lr v'                           (plain momentum)
+ *     w' = w - lr (wd w + mu v')               (Nesterov)
+ *     w' = (1 - lr wd) w                       (no momentum: v is absent)
+ * A row remembers the parameter step it was last brought to (last[r]); when it is touched
+ * at step s, the product of M over the skipped steps last[r]+1 .. s-1, each with its own
+ * learning rate, is applied first, then step s with its gradient. The product is formed in
+ * double from the parameter's learning-rate runs (one run per change of the learning
+ * rate): a run of k equal steps costs O(log k) 2x2 products, through a table of M^(2^j)
+ * for the current learning rate. Invariant: last[r] <= *ps->step for every row, with
+ * equality for every row unless ps->lagging; the runs cover every step after the oldest
+ * last[r] (steps before the first run, possible only for state restored without a flush,
+ * take the first run's learning rate).
+ */
+#include "optim.h"
+
+static bool sgd_lazy(const sg_optim *opt)
+{
+    return opt->o.sgd.momentum != 0 || opt->o.sgd.weight_decay != 0;
+}
+
+static bool sgd_needs_groups(const sg_optim *opt) { return sgd_lazy(opt); }
+
+static int sgd_init(sg_optim *opt, sg__pstate *ps)
+{
+    sg_tensor *p = ps->param;
+    if (opt->o.sgd.momentum != 0 &&
+        !sg__optim_state_new(opt, ps, "momentum_buffer", p->dtype, p->ndim, p->shape, 0))
+        return opt->ctx->status;
+    if (sgd_lazy(opt)) {
+        sg_tensor *last = sg__optim_state_new(opt, ps, "last_step", SG_I64, 1, &ps->rows, 0);
+        if (!last) return opt->ctx->status;
+        ps->last = last->data;
+    }
+    return SG_OK;
+}
+
+/* ---- the zero-gradient step as a 2x2 matrix (row-major) on (w, v) */
+
+static void step_matrix(const sg_sgd_opts *o, double lr, double c, double M[4])
+{
+    double mu = o->momentum, wd = o->weight_decay;
+    if (mu == 0) {
+        M[0] = 1 - lr * wd;
+        M[1] = M[2] = M[3] = 0;
+        return;
+    }
+    M[2] = c * wd;
+    M[3] = mu;
+    if (o->nesterov) {
+        M[0] = 1 - lr * wd * (1 + mu * c);
+        M[1] = -lr * mu * mu;
+    } else {
+        M[0] = 1 - lr * c * wd;
+        M[1] = -lr * mu;
+    }
+}
+
+static void mat_mul(const double A[4], const double B[4], double C[4])
+{
+    double c0 = A[0] * B[0] + A[1] * B[2], c1 = A[0] * B[1] + A[1] * B[3];
+    double c2 = A[2] * B[0] + A[3] * B[2], c3 = A[2] * B[1] + A[3] * B[3];
+    C[0] = c0;
+    C[1] = c1;
+    C[2] = c2;
+    C[3] = c3;
+}
+
+void sg__sgd_prepare(sg_optim *opt, double lr)
+{
+    if (!sgd_lazy(opt) || (opt->pw_n && opt->pw_lr == lr)) return;
+    step_matrix(&opt->o.sgd, lr, 1 - opt->o.sgd.dampening, opt->pw[0]);
+    for (int j = 1; j < 63; j++) mat_mul(opt->pw[j - 1], opt->pw[j - 1], opt->pw[j]);
+    opt->pw_lr = lr;
+    opt->pw_n = 63;
+}
+
+/* P = M(lr)^k * P for the steady (c = 1 - dampening) matrix. */
+static void apply_power(const sg_optim *opt, double lr, int64_t k, double P[4])
+{
+    if (opt->pw_n && opt->pw_lr == lr) {
+        for (int j = 0; k; j++, k >>= 1)
+            if (k & 1) mat_mul(opt->pw[j], P, P);
+        return;
+    }
+    double B[4];
+    step_matrix(&opt->o.sgd, lr, 1 - opt->o.sgd.dampening, B);
+    for (; k; k >>= 1) {
+        if (k & 1) mat_mul(B, P, P);
+        if (k > 1) mat_mul(B, B, B);
+    }
+}
+
+/* P = product of the zero-gradient steps a..b of ps (latest on the left). */
+static void catchup_matrix(const sg_optim *opt, const sg__pstate *ps, int64_t a, int64_t b,
+                           double P[4])
+{
+    P[0] = P[3] = 1;
+    P[1] = P[2] = 0;
+    if (a > b || ps->n_runs == 0) return;
+    const sg__lr_run *runs = ps->runs;
+    int64_t nr = ps->n_runs, lo = 0, hi = nr - 1, ri = 0;
+    while (lo <= hi) { /* last run starting at or before a */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (runs[mid].start <= a) {
+            ri = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    const sg_sgd_opts *o = &opt->o.sgd;
+    for (int64_t x = a; x <= b; ri++) {
+        double lr = runs[ri].lr;
+        int64_t y = ri + 1 < nr && runs[ri + 1].start - 1 < b ? runs[ri + 1].start - 1 : b;
+        if (x == 1 && o->dampening != 0 && o->momentum != 0) { /* undamped first step */
+            double M1[4];
+            step_matrix(o, lr, 1, M1);
+            mat_mul(M1, P, P);
+            x = 2;
+        }
+        if (x <= y) apply_power(opt, lr, y - x + 1, P);
+        x = y + 1;
+    }
+}
+
+/* ---- kernels */
+
+/* Brings row r from last[r] to step `to` (zero gradients), in place. */
+#define SGD_CATCHUP_ROW(T, opt, ps, w, v, r, to)                                           \
+    do {                                                                                   \
+        int64_t a_ = (ps)->last[r] + 1;                                                    \
+        if (a_ <= (to)) {                                                                  \
+            double P[4];                                                                   \
+            catchup_matrix(opt, ps, a_, to, P);                                            \
+            T *wr_ = (w) + (r) * (ps)->width;                                              \
+            if (v) {                                                                       \
+                T *vr_ = (v) + (r) * (ps)->width;                                          \
+                for (int64_t j = 0; j < (ps)->width; j++) {                                \
+                    double w0 = wr_[j], v0 = vr_[j];                                       \
+                    wr_[j] = (T)(P[0] * w0 + P[1] * v0);                                   \
+                    vr_[j] = (T)(P[2] * w0 + P[3] * v0);                                   \
+                }                                                                          \
+            } else {                                                                       \
+                for (int64_t j = 0; j < (ps)->width; j++) wr_[j] = (T)(P[0] * wr_[j]);     \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
+
+/* One step of elements [0, len) with gradient gp: the dense optimizer's arithmetic. */
+#define SGD_ELEMS(T, w, v, gp, len, lr, wd, mu, c, nesterov)                              \
+    do {                                                                                   \
+        for (int64_t j = 0; j < (len); j++) {                                              \
+            T g_ = (gp)[j] + (T)(wd) * (w)[j];                                             \
+            if (v) {                                                                       \
+                T v_ = (T)(mu) * (v)[j] + (T)(c) * g_;                                     \
+                (v)[j] = v_;                                                               \
+                g_ = (nesterov) ? g_ + (T)(mu) * v_ : v_;                                  \
+            }                                                                              \
+            (w)[j] -= (T)(lr) * g_;                                                        \
+        }                                                                                  \
+    } while (0)
+
+/* Linear update with an uncoalesced gradient: rows[i] -= lr * g[i] in index order. With
+ * several threads each one owns a range of destination rows and scans every index. */
+static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                            const void *g, double lr)
+{
+    sg_tensor *p = ps->param;
+    int64_t n = rg->n, width = ps->width, rows = ps->rows;
+    int nt = sg__threads(opt->ctx);
+    if (n * width < SG__OPTIM_GRAIN || rows < 2) nt = 1;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        const T *gg = g;
+        T a = (T)-lr;
+        if (nt == 1) {
+            for (int64_t i = 0; i < n; i++) {
+                T *wr = w + sg__group_row(rg, i) * width;
+                const T *gr = gg + i * width;
+                for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
+            }
+        } else {
+            _Pragma("omp parallel for num_threads(nt) schedule(static, 1)")
+            for (int t = 0; t < nt; t++) {
+                int64_t lo = rows * t / nt;
+                int64_t hi = rows * (t + 1) / nt;
+                for (int64_t i = 0; i < n; i++) {
+                    int64_t r = sg__group_row(rg, i);
+                    if (r < lo || r >= hi) continue;
+                    T *wr = w + r * width;
+                    const T *gr = gg + i * width;
+                    for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
+                }
+            }
+        }
+    });
+}
+
+static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
+                     int64_t s, double lr)
+{
+    if (!ps->last) {
+        sgd_rows_linear(opt, ps, rg, g, lr);
+        return;
+    }
+    const sg_sgd_opts *o = &opt->o.sgd;
+    sg_tensor *p = ps->param;
+    int64_t n = rg->n, width = ps->width;
+    double mu = o->momentum, wd = o->weight_decay, c = s == 1 ? 1 : 1 - o->dampening;
+    int nesterov = o->nesterov, nt = sg__threads(opt->ctx);
+    bool par = n * width >= SG__OPTIM_GRAIN;
+    int64_t *last = ps->last;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *v = mu != 0 ? ps->state[1]->data : NULL;
+        const T *gg = g;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = sg__group_row(rg, i);
+            SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s - 1);
+            T buf[SG__OPTIM_CHUNK];
+            for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
+                int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
+                const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
+                T *wr = w + r * width + c0;
+                T *vr = v ? v + r * width + c0 : NULL;
+                SGD_ELEMS(T, wr, vr, gp, len, lr, wd, mu, c, nesterov);
+            }
+            last[r] = s;
+        }
+    });
+    if (!rg->rows || (rg->unique && n == ps->rows)) { /* every row is at step s */
+        ps->lagging = false;
+        ps->n_runs = 0;
+    } else {
+        ps->lagging = true;
+    }
+}
+
+static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
+{
+    if (ps->last) { /* rows behind catch up on the way */
+        sg__rowgroups all = {ps->rows, NULL, NULL, NULL, true};
+        sgd_rows(opt, ps, &all, g, s, lr);
+        return;
+    }
+    sg_tensor *p = ps->param;
+    int64_t n = p->numel;
+    int nt = sg__threads(opt->ctx);
+    bool par = n >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        const T *gg = g;
+        T a = (T)-lr;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t i = 0; i < n; i++) w[i] += a * gg[i];
+    });
+}
+
+static void sgd_flush(sg_optim *opt, sg__pstate *ps)
+{
+    if (!ps->last) return;
+    if (ps->n_runs) sg__sgd_prepare(opt, ps->runs[ps->n_runs - 1].lr);
+    sg_tensor *p = ps->param;
+    int64_t rows = ps->rows, s = *ps->step, *last = ps->last;
+    int nt = sg__threads(opt->ctx);
+    bool par = rows * ps->width >= SG__OPTIM_GRAIN;
+    SG__DISPATCH_FLOAT(p->dtype, T, {
+        T *w = p->data;
+        T *v = opt->o.sgd.momentum != 0 ? ps->state[1]->data : NULL;
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
+        for (int64_t r = 0; r < rows; r++) {
+            SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s);
+            last[r] = s;
+        }
+    });
+    ps->lagging = false;
+    ps->n_runs = 0;
+}
+
+const sg__optim_ops sg__sgd_ops = {sgd_init, sgd_dense, sgd_rows, sgd_flush, sgd_needs_groups};
