@@ -1,0 +1,491 @@
+/* Sparse ops with backward: gradcheck of each (non-masked and, where it means something,
+ * masked), the classic a = [[0,1],[2,3]] case, dense-vs-sparse equivalence of values and
+ * gradients, duplicate-heavy and empty operands, and the O(nnz) gradients of sum and spmm
+ * when a sparse_mask restricts them. */
+#include "internal.h"
+#include "testutil.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
+
+/* Persistent f64 COO with nnz random entries over rows [0, range) of its sparse index. */
+static sg_tensor *rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
+{
+    int64_t rows = 1, D = 1;
+    for (int d = 0; d < sd; d++) rows *= shape[d];
+    for (int d = sd; d < ndim; d++) D *= shape[d];
+    if (range > rows || range < 1) range = rows;
+    int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
+    double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = (int64_t)(rnd() % (uint64_t)range);
+        for (int d = sd - 1; d >= 0; d--) {
+            idx[d * nnz + e] = r % shape[d];
+            r /= shape[d];
+        }
+    }
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = rnd_unit();
+    sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
+    free(idx);
+    free(val);
+    return t;
+}
+
+static sg_tensor *rand_dense(sg_ctx *ctx, int ndim, const int64_t *shape)
+{
+    sg_tensor *t = sg_tensor_new(ctx, SG_F64, ndim, shape);
+    double *d = sg_tensor_f64(t);
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) d[i] = rnd_unit();
+    return t;
+}
+
+/* Dense meaning of any tensor, by the plainest loop over a COO's entries. */
+static double *meaning(sg_tensor *t)
+{
+    int64_t n = sg_tensor_numel(t);
+    double *m = calloc((size_t)(n + 1), sizeof *m);
+    if (sg_tensor_layout(t) == SG_DENSE) {
+        for (int64_t i = 0; i < n; i++) m[i] = sg_tensor_get(t, i);
+        return m;
+    }
+    int sd = sg_coo_sparse_dim(t), nd = sg_tensor_ndim(t);
+    const int64_t *shape = sg_tensor_shape(t);
+    int64_t nnz = sg_coo_nnz(t), D = 1;
+    for (int d = sd; d < nd; d++) D *= shape[d];
+    const int64_t *idx = sg_tensor_data(sg_coo_indices(t));
+    sg_tensor *v = sg_coo_values(t);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = 0;
+        for (int d = 0; d < sd; d++) r = r * shape[d] + idx[d * nnz + e];
+        for (int64_t j = 0; j < D; j++) m[r * D + j] += sg_tensor_get(v, e * D + j);
+    }
+    return m;
+}
+
+static double max_diff(const double *a, const double *b, int64_t n)
+{
+    double w = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(a[i] - b[i]) <= w)) w = fabs(a[i] - b[i]);
+    return w;
+}
+
+/* The gradient of x as a dense array (zeros when none arrived). */
+static double *grad_meaning(sg_tensor *x)
+{
+    sg_tensor *g = sg_tensor_grad(x);
+    if (g) return meaning(g);
+    return calloc((size_t)(sg_tensor_numel(x) + 1), sizeof(double));
+}
+
+static int gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n, sg_tensor **in, int masked,
+                     sg_gradcheck_result *res)
+{
+    for (int i = 0; i < n; i++)
+        if (sg_tensor_dtype(in[i]) == SG_F64) sg_tensor_requires_grad(in[i], 1);
+    sg_gradcheck_opts o = {0, 1e-6, 1e-4, masked};
+    sg_gradcheck_result r;
+    int rc = sg_gradcheck(ctx, f, ud, n, in, &o, res ? res : &r);
+    if (rc == SG_ERR_GRADCHECK && !res) /* an unexpected failure: say where */
+        fprintf(stderr, "  gradcheck: %s\n", sg_ctx_message(ctx));
+    if (rc == SG_ERR_GRADCHECK) sg_ctx_clear_error(ctx);
+    return rc;
+}
+
+#define GC_OK(ctx, f, ud, n, in, masked) CHECK_STATUS(ctx, gradcheck(ctx, f, ud, n, in, masked, NULL), SG_OK)
+
+/* ---- functions under test (inputs as the gradcheck passes them) */
+
+typedef struct {
+    sg_tensor *mask, *mask2, *B;
+    double s;
+} fud;
+
+static sg_tensor *f_to_dense(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg_to_dense(in[0]);
+}
+static sg_tensor *f_dense_T(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg_to_dense(sg_transpose(in[0], 0, 1));
+}
+/* Element k of transpose(a) (a 2x2), by flattening the dense form and selecting. */
+static sg_tensor *f_T_elem(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    int64_t k = *(int64_t *)ud;
+    sg_tensor *idx = sg_tensor_new_tmp(c, SG_I64, 1, (int64_t[]){1});
+    ((int64_t *)sg_tensor_data(idx))[0] = k;
+    sg_tensor *flat = sg_reshape(sg_to_dense(sg_transpose(in[0], 0, 1)), 1, (int64_t[]){4});
+    return sg_index_select(flat, 0, idx);
+}
+static sg_tensor *f_dense_T_mask(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_to_dense(sg_transpose(sg_sparse_mask(in[0], ((fud *)ud)->mask), 0, 1));
+}
+static sg_tensor *f_add(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg_to_dense(sg_add(in[0], in[1]));
+}
+static sg_tensor *f_add_mixed(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg__sparse_add(in[0], in[1]); /* dense + COO -> dense */
+}
+static sg_tensor *f_scale(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_to_dense(sg_scale(in[0], ((fud *)ud)->s));
+}
+static sg_tensor *f_spmm(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg_matmul(in[0], in[1]);
+}
+static sg_tensor *f_spmm_masked(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_matmul(sg_sparse_mask(in[0], ((fud *)ud)->mask), in[1]);
+}
+static sg_tensor *f_sum(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c, (void)ud;
+    return sg_sum(in[0]);
+}
+static sg_tensor *f_sum_mask(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_sum(sg_sparse_mask(in[0], ((fud *)ud)->mask));
+}
+/* Restriction through scale, transpose and an add of two overlapping masks. */
+static sg_tensor *f_sum_mask_chain(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    fud *u = ud;
+    sg_tensor *p = sg_transpose(sg_scale(sg_sparse_mask(in[0], u->mask), 2.5), 0, 1);
+    sg_tensor *q = sg_transpose(sg_sparse_mask(in[0], u->mask2), 0, 1);
+    return sg_sum(sg_add(p, q));
+}
+static sg_tensor *f_to_sparse(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_to_dense(sg_to_sparse(in[0], (int)((fud *)ud)->s));
+}
+static sg_tensor *f_mask(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    return sg_to_dense(sg_sparse_mask(in[0], ((fud *)ud)->mask));
+}
+
+/* ---- the classic case */
+
+TEST(classic_transpose_case)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    /* a = [[0,1],[2,3]] made sparse: [0,0] is unspecified */
+    sg_tensor *ad = sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){2, 2}, (double[]){0, 1, 2, 3});
+    sg_tensor *s = sg_to_sparse(ad, 2);
+    CHECK(sg_coo_nnz(s) == 3);
+    const int64_t *si = sg_tensor_data(sg_coo_indices(s));
+    CHECK(si[0] == 0 && si[1] == 1 && si[2] == 1 && si[3] == 1 && si[4] == 0 && si[5] == 1);
+    int64_t idx[6] = {0, 1, 1, 1, 0, 1};
+    sg_tensor *a = sg_coo_new(ctx, SG_F64, 2, (int64_t[]){2, 2}, 2, 3, idx, (double[]){1, 2, 3});
+    sg_tensor *mask = sg_coo_new(ctx, SG_F64, 2, (int64_t[]){2, 2}, 2, 3, idx, (double[]){1, 1, 1});
+    fud u = {mask, NULL, NULL, 0};
+    int64_t k00 = 0, k01 = 1;
+    sg_gradcheck_result r;
+
+    /* non-masked: all pass */
+    GC_OK(ctx, f_dense_T, NULL, 1, &a, 0);
+    GC_OK(ctx, f_T_elem, &k00, 1, &a, 0);
+    GC_OK(ctx, f_dense_T_mask, &u, 1, &a, 0);
+    /* masked: the gradient of t(a)[0,0] reaches the unspecified a[0,0]: fails there */
+    CHECK_STATUS(ctx, gradcheck(ctx, f_T_elem, &k00, 1, &a, 1, &r), SG_ERR_GRADCHECK);
+    CHECK(!r.passed && r.input == 0 && r.element == 0);
+    CHECK(r.analytical == 1.0 && r.numerical == 0.0);
+    /* masked, but restricted to specified elements: pass */
+    GC_OK(ctx, f_T_elem, &k01, 1, &a, 1);
+    GC_OK(ctx, f_dense_T_mask, &u, 1, &a, 1);
+    /* to_dense's backward is non-masked, so under masked checking it fails too */
+    CHECK_STATUS(ctx, gradcheck(ctx, f_dense_T, NULL, 1, &a, 1, &r), SG_ERR_GRADCHECK);
+    CHECK(r.element == 0);
+    sg_ctx_free(ctx);
+}
+
+/* ---- gradcheck of every op */
+
+TEST(gradcheck_to_dense_add_scale_transpose)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t sh[2] = {3, 4};
+    sg_tensor *a1 = rand_coo(ctx, 2, sh, 1, 4, 2);  /* row-sparse, duplicate rows */
+    sg_tensor *a2 = rand_coo(ctx, 2, sh, 2, 7, 6);  /* element-sparse, duplicates */
+    sg_tensor *in[2];
+    in[0] = a2;
+    GC_OK(ctx, f_to_dense, NULL, 1, in, 0);
+    in[0] = a1, in[1] = a2;
+    GC_OK(ctx, f_add, NULL, 2, in, 0);
+    in[0] = a2, in[1] = a2; /* the same tensor twice: gradients add */
+    GC_OK(ctx, f_add, NULL, 2, in, 0);
+    in[0] = rand_dense(ctx, 2, sh), in[1] = a1;
+    GC_OK(ctx, f_add_mixed, NULL, 2, in, 0);
+    fud u = {NULL, NULL, NULL, -1.5};
+    in[0] = a1;
+    GC_OK(ctx, f_scale, &u, 1, in, 0);
+    GC_OK(ctx, f_dense_T, NULL, 1, in, 0);
+    in[0] = a2;
+    GC_OK(ctx, f_dense_T, NULL, 1, in, 0);
+    sg_ctx_free(ctx);
+}
+
+TEST(gradcheck_spmm)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *B = rand_dense(ctx, 2, (int64_t[]){4, 3});
+    sg_tensor *in[2] = {rand_coo(ctx, 2, (int64_t[]){5, 4}, 2, 9, 12), B};
+    GC_OK(ctx, f_spmm, NULL, 2, in, 0);
+    in[0] = rand_coo(ctx, 2, (int64_t[]){5, 4}, 1, 4, 3);
+    GC_OK(ctx, f_spmm, NULL, 2, in, 0);
+    /* restricted: a's gradient is computed at the mask's pattern only */
+    fud u = {rand_coo(ctx, 2, (int64_t[]){5, 4}, 2, 8, 0), NULL, NULL, 0};
+    in[0] = rand_dense(ctx, 2, (int64_t[]){5, 4});
+    GC_OK(ctx, f_spmm_masked, &u, 2, in, 0);
+    in[0] = rand_coo(ctx, 2, (int64_t[]){5, 4}, 2, 10, 0);
+    GC_OK(ctx, f_spmm_masked, &u, 2, in, 0);
+    u.mask = in[0]; /* masked semantics: x restricted to its own pattern */
+    GC_OK(ctx, f_spmm_masked, &u, 2, in, 1);
+    u.mask = rand_coo(ctx, 2, (int64_t[]){5, 4}, 1, 3, 0);
+    in[0] = rand_dense(ctx, 2, (int64_t[]){5, 4});
+    GC_OK(ctx, f_spmm_masked, &u, 2, in, 0);
+    sg_ctx_free(ctx);
+}
+
+TEST(gradcheck_sum)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t sh[2] = {4, 3};
+    sg_tensor *a = rand_coo(ctx, 2, sh, 2, 6, 5);
+    GC_OK(ctx, f_sum, NULL, 1, &a, 0);
+    /* non-masked: the unspecified elements get derivative 1, so masked checking fails */
+    sg_gradcheck_result r;
+    CHECK_STATUS(ctx, gradcheck(ctx, f_sum, NULL, 1, &a, 1, &r), SG_ERR_GRADCHECK);
+    CHECK(r.analytical == 1.0 && r.numerical == 0.0);
+    fud u = {rand_coo(ctx, 2, sh, 2, 5, 0), rand_coo(ctx, 2, sh, 1, 2, 0), NULL, 0};
+    sg_tensor *x = rand_dense(ctx, 2, sh);
+    GC_OK(ctx, f_sum_mask, &u, 1, &x, 0);
+    sg_tensor *xs = rand_coo(ctx, 2, sh, 2, 7, 0);
+    GC_OK(ctx, f_sum_mask, &u, 1, &xs, 0);
+    u.mask = xs;
+    GC_OK(ctx, f_sum_mask, &u, 1, &xs, 1);
+    /* a mask wider than x's pattern reaches x's unspecified elements: masked check fails */
+    u.mask = rand_coo(ctx, 2, sh, 2, 12, 0);
+    CHECK_STATUS(ctx, gradcheck(ctx, f_sum_mask, &u, 1, &xs, 1, &r), SG_ERR_GRADCHECK);
+    u.mask2 = rand_coo(ctx, 2, sh, 2, 6, 0); /* mask and mask2 overlap */
+    GC_OK(ctx, f_sum_mask_chain, &u, 1, &x, 0);
+    sg_ctx_free(ctx);
+}
+
+TEST(gradcheck_to_sparse_and_sparse_mask)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t sh[3] = {4, 2, 3};
+    sg_tensor *x = rand_dense(ctx, 3, sh);
+    double *xd = sg_tensor_f64(x);
+    for (int j = 0; j < 6; j++) xd[6 + j] = 0; /* row 1 is zero */
+    xd[0] = 0;
+    fud u = {NULL, NULL, NULL, 1};
+    GC_OK(ctx, f_to_sparse, &u, 1, &x, 0);
+    u.s = 2;
+    GC_OK(ctx, f_to_sparse, &u, 1, &x, 0);
+    u.s = 3;
+    GC_OK(ctx, f_to_sparse, &u, 1, &x, 0);
+
+    u.mask = rand_coo(ctx, 3, sh, 2, 5, 0);
+    GC_OK(ctx, f_mask, &u, 1, &x, 0);
+    sg_tensor *xs = rand_coo(ctx, 3, sh, 2, 9, 5);
+    GC_OK(ctx, f_mask, &u, 1, &xs, 0);
+    u.mask = xs;
+    GC_OK(ctx, f_mask, &u, 1, &xs, 1);
+    u.mask = rand_coo(ctx, 3, sh, 2, 5, 0);
+    sg_tensor *xs1 = rand_coo(ctx, 3, sh, 1, 3, 0); /* x less sparse than the mask */
+    GC_OK(ctx, f_mask, &u, 1, &xs1, 0);
+    sg_ctx_free(ctx);
+}
+
+/* ---- dense-vs-sparse equivalence: values and gradients of the same scalar loss */
+
+/* loss = sum(w * y) for a fixed random w of y's shape (dense ops of the library). */
+static sg_tensor *weighted(sg_ctx *ctx, sg_tensor *y, uint64_t seed)
+{
+    uint64_t keep = rng_state;
+    rng_state = seed;
+    sg_tensor *w = sg_tensor_new_tmp(ctx, SG_F64, sg_tensor_ndim(y), sg_tensor_shape(y));
+    for (int64_t i = 0; i < sg_tensor_numel(w); i++) sg_tensor_f64(w)[i] = rnd_unit();
+    rng_state = keep;
+    return sg_sum(sg_mul(sg_to_dense(y), w));
+}
+
+/* Dense copy of COO a as a fresh persistent leaf, built from the naive meaning. */
+static sg_tensor *dense_of(sg_ctx *ctx, sg_tensor *a)
+{
+    double *m = meaning(a);
+    sg_tensor *d = sg_tensor_from_data(ctx, SG_F64, sg_tensor_ndim(a), sg_tensor_shape(a), m);
+    free(m);
+    return d;
+}
+
+TEST(dense_vs_sparse_equivalence)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t M = 30, K = 20, N = 7;
+    sg_tensor *a = sg_tensor_requires_grad(rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 400, 50), 1); /* ~8 dups a cell */
+    sg_tensor *b = sg_tensor_requires_grad(rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 25, 10), 1);
+    sg_tensor *ad = sg_tensor_requires_grad(dense_of(ctx, a), 1);
+    sg_tensor *bd = sg_tensor_requires_grad(dense_of(ctx, b), 1);
+    sg_tensor *B = sg_tensor_requires_grad(rand_dense(ctx, 2, (int64_t[]){K, N}), 1);
+    sg_tensor *B2 = sg_tensor_requires_grad(dense_of(ctx, B), 1);
+    int64_t n = M * K;
+
+    /* each case: sparse path (with a, b, B) vs dense path (ad, bd, B2) */
+    for (int c = 0; c < 5; c++) {
+        sg_tensor *ys, *yd;
+        switch (c) {
+        case 0: ys = sg_add(a, b), yd = sg_add(ad, bd); break;
+        case 1: ys = sg_scale(a, 0.75), yd = sg_scale(ad, 0.75); break;
+        case 2: ys = sg_transpose(b, 0, 1), yd = sg_transpose(bd, 0, 1); break;
+        case 3: ys = sg_matmul(a, B), yd = sg_matmul(ad, B2); break;
+        default: ys = sg_scale(sg_sum(b), 1.0), yd = sg_sum(bd); break;
+        }
+        CHECK(ys != NULL && yd != NULL);
+        if (!ys || !yd) continue;
+        double *ms = meaning(ys), *md = meaning(yd);
+        CHECK(sg_tensor_numel(ys) == sg_tensor_numel(yd));
+        CHECK(max_diff(ms, md, sg_tensor_numel(yd)) < 1e-10);
+        free(ms), free(md);
+        CHECK_STATUS(ctx, sg_backward(weighted(ctx, ys, 77 + c)), SG_OK);
+        CHECK_STATUS(ctx, sg_backward(weighted(ctx, yd, 77 + c)), SG_OK);
+        double *ga = grad_meaning(a), *gad = grad_meaning(ad), *gb = grad_meaning(b), *gbd = grad_meaning(bd);
+        double *gB = grad_meaning(B), *gB2 = grad_meaning(B2);
+        CHECK(max_diff(ga, gad, n) < 1e-10);
+        CHECK(max_diff(gb, gbd, n) < 1e-10);
+        CHECK(max_diff(gB, gB2, K * N) < 1e-10);
+        free(ga), free(gad), free(gb), free(gbd), free(gB), free(gB2);
+        sg_tape_reset(ctx);
+    }
+
+    /* to_sparse / to_dense round trip, and sparse_mask against a naive gather */
+    sg_tensor *rt = sg_to_dense(sg_to_sparse(ad, 1));
+    double *mrt = meaning(rt), *mad = meaning(ad);
+    CHECK(max_diff(mrt, mad, n) == 0);
+    sg_tensor *m = sg_sparse_mask(ad, b);
+    double *mm = meaning(m), *mb = meaning(b);
+    int bad = 0;
+    for (int64_t i = 0; i < M; i++) {
+        bool in_pattern = false;
+        for (int64_t j = 0; j < K; j++) in_pattern |= mb[i * K + j] != 0; /* rows of b */
+        for (int64_t j = 0; j < K; j++) bad += mm[i * K + j] != (in_pattern ? mad[i * K + j] : 0.0);
+    }
+    CHECK(bad == 0);
+    CHECK(sg_coo_is_coalesced(m));
+    free(mrt), free(mad), free(mm), free(mb);
+    sg_ctx_free(ctx);
+}
+
+TEST(restricted_gradients_cost_nnz_not_numel)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 200000, D = 8;
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
+    int64_t idx[3] = {5, 70000, 5};
+    sg_tensor *mask = sg_coo_new(ctx, SG_F32, 2, (int64_t[]){V, D}, 1, 3, idx, (float[24]){0});
+    sg_tensor_fill(x, 2);
+    sg_ctx_reset_peak(ctx);
+    size_t before = sg_ctx_mem_stats(ctx).bytes_in_use;
+    sg_tensor *loss = sg_sum(sg_sparse_mask(x, mask));
+    CHECK_NEAR(sg_tensor_get(loss, 0), 2.0 * 2 * D, 0); /* duplicates in the mask count once */
+    CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+    sg_tensor *g = sg_tensor_grad(x);
+    CHECK(g != NULL && sg_tensor_layout(g) == SG_COO && sg_coo_nnz(g) == 2);
+    CHECK(sg_tensor_get(g, 5 * D) == 1 && sg_tensor_get(g, 70000 * D + 7) == 1 && sg_tensor_get(g, 6 * D) == 0);
+    CHECK(sg_ctx_mem_stats(ctx).peak_bytes - before < (size_t)V * D * sizeof(float) / 8);
+    sg_ctx_free(ctx);
+}
+
+TEST(empty_and_duplicate_heavy_operands)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t sh[2] = {6, 5};
+    sg_tensor *e = sg_tensor_requires_grad(sg_coo_new(ctx, SG_F64, 2, sh, 2, 0, NULL, NULL), 1);
+    sg_tensor *B = sg_tensor_requires_grad(rand_dense(ctx, 2, (int64_t[]){5, 3}), 1);
+    sg_tensor *y = sg_matmul(e, B);
+    CHECK(y != NULL && sg_tensor_numel(y) == 18);
+    for (int64_t i = 0; i < 18; i++) CHECK(sg_tensor_get(y, i) == 0);
+    CHECK_STATUS(ctx, sg_backward(sg_sum(y)), SG_OK);
+    double *gB = grad_meaning(B);
+    for (int64_t i = 0; i < 15; i++) CHECK(gB[i] == 0);
+    free(gB);
+    CHECK(sg_tensor_get(sg_sum(e), 0) == 0);
+    CHECK(sg_coo_nnz(sg_transpose(e, 0, 1)) == 0 && sg_coo_nnz(sg_add(e, e)) == 0);
+    sg_tensor *z = sg_tensor_new(ctx, SG_F64, 2, sh);
+    CHECK(sg_coo_nnz(sg_to_sparse(z, 1)) == 0);
+    CHECK(sg_coo_nnz(sg_sparse_mask(z, e)) == 0);
+    sg_tape_reset(ctx);
+
+    /* one cell repeated 500 times */
+    int64_t n = 500;
+    int64_t *idx = malloc((size_t)(2 * n) * sizeof *idx);
+    double *val = malloc((size_t)n * sizeof *val);
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) idx[i] = 2, idx[n + i] = 3, val[i] = rnd_unit(), want += val[i];
+    sg_tensor *d = sg_coo_new(ctx, SG_F64, 2, sh, 2, n, idx, val);
+    CHECK_NEAR(sg_tensor_get(sg_to_dense(d), 2 * 5 + 3), want, 1e-12);
+    CHECK_NEAR(sg_tensor_get(sg_to_dense(sg_transpose(d, 0, 1)), 3 * 6 + 2), want, 1e-12);
+    sg_tensor *c = sg_coalesce(d);
+    CHECK(sg_coo_nnz(c) == 1);
+    CHECK_NEAR(sg_tensor_get(sg_coo_values(c), 0), want, 1e-12);
+    sg_tensor *mk = sg_sparse_mask(sg_to_dense(d), d);
+    CHECK(sg_coo_nnz(mk) == 1);
+    CHECK_NEAR(sg_tensor_get(mk, 2 * 5 + 3), want, 1e-12);
+    free(idx), free(val);
+    sg_ctx_free(ctx);
+}
+
+TEST(errors_are_reported)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *a = rand_coo(ctx, 2, (int64_t[]){3, 4}, 2, 5, 0);
+    sg_tensor *b = rand_coo(ctx, 2, (int64_t[]){4, 3}, 2, 5, 0);
+    sg_tensor *d = rand_dense(ctx, 2, (int64_t[]){3, 4});
+    CHECK(sg_add(a, b) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    CHECK(sg_matmul(a, a) == NULL);
+    CHECK(sg_ctx_status(ctx) != SG_OK);
+    sg_ctx_clear_error(ctx);
+    CHECK(sg_matmul(a, d) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    CHECK(sg__sparse_transpose(a, 0, 2) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    CHECK(sg_sparse_mask(d, d) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_LAYOUT);
+    CHECK(sg_sparse_mask(d, b) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    CHECK(sg_to_sparse(d, 3) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    CHECK(sg_to_sparse(a, 1) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_LAYOUT);
+    CHECK(sg_to_sparse(a, 2) == a && sg_to_dense(d) == d);
+    CHECK(sg_to_dense(NULL) == NULL && sg_sparse_mask(NULL, a) == NULL && sg__sparse_sum(NULL) == NULL);
+    sg_ctx_free(ctx);
+}
+
+TEST_MAIN()
