@@ -1,0 +1,427 @@
+/* Gathers whose gradients are sparse: embedding, embedding_bag, index_select and slice.
+ * Invariants: every index is validated before anything is written (the max_norm
+ * renormalisation included); the gradient of a gathered-from tensor is a COO tensor whose
+ * cost is O(rows gathered), never O(rows of the table). Where it can, a backward builds
+ * that COO tensor from borrowed buffers: the index tensor (int64: no copy) and the
+ * incoming gradient, which live until the tape is reset. Index tensors saved by a node must
+ * stay alive and unchanged until backward. */
+#include "sparse.h"
+
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many copied elements a gather stays on one thread. */
+#define SG__GATHER_PAR_MIN ((int64_t)1 << 16)
+
+static int bw_status(const sg_ctx *ctx) { return ctx->status ? ctx->status : SG_ERR_NOMEM; }
+
+static bool check_table(const char *op, const sg_tensor *W)
+{
+    if (W->layout != SG_DENSE) {
+        sg__fail(W->ctx, SG_ERR_LAYOUT, "%s: the table must be dense", op);
+        return false;
+    }
+    if (!sg__is_float(W->dtype)) {
+        sg__fail(W->ctx, SG_ERR_DTYPE, "%s: the table must be f32 or f64", op);
+        return false;
+    }
+    if (W->ndim != 2) {
+        sg__fail(W->ctx, SG_ERR_SHAPE, "%s: the table must be 2-D (V,D), not %d-D", op, W->ndim);
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static int embedding_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *W = n->in[0], *idx = n->saved[0];
+    sg_ctx *ctx = W->ctx;
+    int64_t B = idx->numel, D = W->shape[1], pad = n->iarg[0], npad = 0;
+    if (pad >= 0)
+        for (int64_t b = 0; b < B; b++) npad += sg__idx_at(idx, b) == pad;
+    int64_t nnz = B - npad;
+    int64_t vshape[2] = {nnz, D};
+    sg_tensor *ind, *val;
+    if (npad == 0) { /* no copy: idx's buffer (int64) and gout's buffer */
+        ind = sg__index_row_i64(idx);
+        val = ind ? sg__view(ctx, W->dtype, 2, vshape, gout->data) : NULL;
+    } else { /* padding rows contribute nothing: keep the other entries */
+        int64_t ishape[2] = {1, nnz};
+        ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
+        val = ind ? sg__tmp(ctx, W->dtype, 2, vshape, false) : NULL;
+        if (val) {
+            int64_t *oi = ind->data, k = 0;
+            size_t rowbytes = (size_t)D * sg_dtype_size(W->dtype);
+            for (int64_t b = 0; b < B; b++) {
+                int64_t r = sg__idx_at(idx, b);
+                if (r == pad) continue;
+                oi[k] = r;
+                memcpy((unsigned char *)val->data + (size_t)k * rowbytes,
+                       (const unsigned char *)gout->data + (size_t)b * rowbytes, rowbytes);
+                k++;
+            }
+        }
+    }
+    if (!val) return bw_status(ctx);
+    if (n->extra) return sg__optim_apply_rows(n->extra, W, ind->data, nnz, val->data);
+    sg_tensor *g = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
+    return g ? sg__accum_grad(W, g, false) : bw_status(ctx);
+}
+
+/* Scales each row W[idx[b]] whose L2 norm exceeds max_norm to norm max_norm (as PyTorch:
+ * by max_norm / (norm + 1e-7)). A row met twice is already within the bound. */
+static void renorm_rows(sg_tensor *W, const sg_tensor *idx, double max_norm)
+{
+    int64_t D = W->shape[1];
+    SG__DISPATCH_FLOAT(W->dtype, T, {
+        T *w = W->data;
+        for (int64_t b = 0; b < idx->numel; b++) {
+            T *row = w + sg__idx_at(idx, b) * D;
+            double s = 0;
+            for (int64_t j = 0; j < D; j++) s += (double)row[j] * (double)row[j];
+            double norm = sqrt(s);
+            if (norm <= max_norm) continue;
+            T c = (T)(max_norm / (norm + 1e-7));
+            for (int64_t j = 0; j < D; j++) row[j] *= c;
+        }
+    });
+}
+
+sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts)
+{
+    if (!W || !idx) return NULL;
+    sg_ctx *ctx = W->ctx;
+    sg_embedding_opts o = {-1, 0.0, NULL};
+    if (opts) o = *opts;
+    if (idx->ctx != ctx) return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: tensors of different contexts");
+    if (!check_table("sg_embedding", W)) return NULL;
+    int64_t V = W->shape[0], D = W->shape[1];
+    if (idx->ndim >= SG_MAX_DIMS)
+        return sg__fail(ctx, SG_ERR_SHAPE, "sg_embedding: index tensor has %d dims (at most %d)", idx->ndim,
+                        SG_MAX_DIMS - 1);
+    if (o.padding_idx < -1 || o.padding_idx >= V)
+        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: padding_idx %lld outside [0, %lld) and not -1",
+                        (long long)o.padding_idx, (long long)V);
+    if (!(o.max_norm >= 0) || isinf(o.max_norm))
+        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: max_norm must be finite and >= 0");
+    if (!sg__check_index("sg_embedding", idx, V)) return NULL;
+    int64_t shape[SG_MAX_DIMS];
+    for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
+    shape[idx->ndim] = D;
+    sg_tensor *out = sg__tmp(ctx, W->dtype, idx->ndim + 1, shape, false);
+    if (!out) return NULL;
+    if (o.max_norm > 0) renorm_rows(W, idx, o.max_norm);
+
+    int64_t B = idx->numel, pad = o.padding_idx;
+    size_t rowbytes = (size_t)D * sg_dtype_size(W->dtype);
+    const unsigned char *w = W->data;
+    unsigned char *y = out->data;
+    int nt = sg__threads(ctx);
+    bool par = nt > 1 && B * D >= SG__GATHER_PAR_MIN;
+    (void)par;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+#endif
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r = sg__idx_at(idx, b);
+        if (r == pad) memset(y + (size_t)b * rowbytes, 0, rowbytes);
+        else memcpy(y + (size_t)b * rowbytes, w + (size_t)r * rowbytes, rowbytes);
+    }
+    if (sg__needs_grad(ctx, 1, &W)) {
+        sg_node *nd = sg__node_new(ctx, embedding_backward, "embedding", out, 1, &W);
+        if (!nd) return NULL;
+        nd->saved[0] = idx;
+        nd->iarg[0] = pad;
+        nd->extra = o.fused;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- embedding_bag */
+
+/* Bag b covers entries [bag_start(b), bag_start(b + 1)) of idx. */
+static int64_t bag_start(const sg_tensor *offsets, int64_t b, int64_t n)
+{
+    return b < offsets->numel ? sg__idx_at(offsets, b) : n;
+}
+
+static int bag_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *W = n->in[0], *psw = n->n_in > 1 ? n->in[1] : NULL;
+    sg_tensor *idx = n->saved[0], *offsets = n->saved[1], *argmax = n->extra;
+    sg_ctx *ctx = W->ctx;
+    int mode = (int)n->iarg[0];
+    int64_t N = idx->numel, B = offsets->numel, D = W->shape[1];
+    if (sg__wants_grad(W)) { /* one COO entry per looked-up row: O(N D) */
+        int64_t vshape[2] = {N, D};
+        sg_tensor *val = sg__tmp(ctx, W->dtype, 2, vshape, mode == SG_BAG_MAX || B == 0);
+        sg_tensor *ind = val ? sg__index_row_i64(idx) : NULL;
+        if (!ind) return bw_status(ctx);
+        SG__DISPATCH_FLOAT(W->dtype, T, {
+            const T *g = gout->data;
+            const T *pw = psw ? psw->data : NULL;
+            T *v = val->data;
+            for (int64_t b = 0; b < B; b++) {
+                int64_t s = bag_start(offsets, b, N);
+                int64_t e = bag_start(offsets, b + 1, N);
+                const T *gb = g + b * D;
+                if (mode == SG_BAG_MAX) {
+                    const int64_t *am = (const int64_t *)argmax->data + b * D;
+                    for (int64_t j = 0; j < D; j++)
+                        if (am[j] >= 0) v[am[j] * D + j] = gb[j];
+                    continue;
+                }
+                for (int64_t i = s; i < e; i++) {
+                    T c = mode == SG_BAG_MEAN ? (T)1 / (T)(e - s) : pw ? pw[i] : (T)1;
+                    for (int64_t j = 0; j < D; j++) v[i * D + j] = c * gb[j];
+                }
+            }
+        });
+        sg_tensor *gw = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
+        int rc = gw ? sg__accum_grad(W, gw, false) : bw_status(ctx);
+        if (rc) return rc;
+    }
+    if (sg__wants_grad(psw)) { /* d/dw_i = <gout[bag(i)], W[idx_i]> */
+        sg_tensor *gp = sg__tmp_like(psw, true);
+        if (!gp) return bw_status(ctx);
+        SG__DISPATCH_FLOAT(W->dtype, T, {
+            const T *g = gout->data;
+            const T *w = W->data;
+            T *p = gp->data;
+            for (int64_t b = 0; b < B; b++) {
+                int64_t s = bag_start(offsets, b, N);
+                int64_t e = bag_start(offsets, b + 1, N);
+                for (int64_t i = s; i < e; i++) {
+                    const T *row = w + sg__idx_at(idx, i) * D;
+                    T acc = 0;
+                    for (int64_t j = 0; j < D; j++) acc += g[b * D + j] * row[j];
+                    p[i] = acc;
+                }
+            }
+        });
+        int rc = sg__accum_grad(psw, gp, true);
+        if (rc) return rc;
+    }
+    return SG_OK;
+}
+
+/* Forward of bags [b0, b1): out rows (zeroed), argmax (max mode) filled. */
+static void bag_forward(const sg_tensor *W, const sg_tensor *idx, const sg_tensor *offsets,
+                        const sg_tensor *psw, int mode, sg_tensor *out, sg_tensor *argmax, int64_t b)
+{
+    int64_t N = idx->numel, D = W->shape[1];
+    int64_t s = bag_start(offsets, b, N), e = bag_start(offsets, b + 1, N);
+    SG__DISPATCH_FLOAT(W->dtype, T, {
+        const T *w = W->data;
+        const T *pw = psw ? psw->data : NULL;
+        T *o = (T *)out->data + b * D;
+        if (mode == SG_BAG_MAX) {
+            int64_t *am = (int64_t *)argmax->data + b * D;
+            for (int64_t j = 0; j < D; j++) am[j] = e > s ? s : -1;
+            if (e > s) memcpy(o, w + sg__idx_at(idx, s) * D, (size_t)D * sizeof(T));
+            for (int64_t i = s + 1; i < e; i++) {
+                const T *row = w + sg__idx_at(idx, i) * D;
+                for (int64_t j = 0; j < D; j++)
+                    if (row[j] > o[j]) {
+                        o[j] = row[j];
+                        am[j] = i;
+                    }
+            }
+        } else {
+            for (int64_t i = s; i < e; i++) {
+                const T *row = w + sg__idx_at(idx, i) * D;
+                T c = pw ? pw[i] : (T)1;
+                for (int64_t j = 0; j < D; j++) o[j] += c * row[j];
+            }
+            if (mode == SG_BAG_MEAN && e > s)
+                for (int64_t j = 0; j < D; j++) o[j] /= (T)(e - s);
+        }
+    });
+}
+
+sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets, sg_bag_mode mode,
+                            sg_tensor *per_sample_weights)
+{
+    if (!W || !idx || !offsets) return NULL;
+    sg_ctx *ctx = W->ctx;
+    sg_tensor *psw = per_sample_weights;
+    if (idx->ctx != ctx || offsets->ctx != ctx || (psw && psw->ctx != ctx))
+        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: tensors of different contexts");
+    if (!check_table("sg_embedding_bag", W)) return NULL;
+    if (mode != SG_BAG_SUM && mode != SG_BAG_MEAN && mode != SG_BAG_MAX)
+        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: unknown mode %d", (int)mode);
+    if (idx->ndim != 1 || offsets->ndim != 1)
+        return sg__fail(ctx, SG_ERR_SHAPE, "sg_embedding_bag: idx and offsets must be 1-D");
+    int64_t V = W->shape[0], D = W->shape[1], N = idx->numel, B = offsets->numel;
+    if (!sg__check_index("sg_embedding_bag", idx, V)) return NULL;
+    if (!sg__check_index("sg_embedding_bag (offsets)", offsets, N + 1)) return NULL;
+    if (B > 0 && sg__idx_at(offsets, 0) != 0)
+        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: offsets[0] must be 0");
+    for (int64_t b = 1; b < B; b++)
+        if (sg__idx_at(offsets, b) < sg__idx_at(offsets, b - 1))
+            return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: offsets decrease at %lld", (long long)b);
+    if (psw) {
+        if (mode != SG_BAG_SUM)
+            return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: per_sample_weights need mode SG_BAG_SUM");
+        if (psw->layout != SG_DENSE || psw->dtype != W->dtype)
+            return sg__fail(ctx, SG_ERR_DTYPE, "sg_embedding_bag: per_sample_weights must be dense, of W's dtype");
+        if (psw->ndim != 1 || psw->numel != N)
+            return sg__fail(ctx, SG_ERR_SHAPE, "sg_embedding_bag: per_sample_weights must have shape (%lld)",
+                            (long long)N);
+    }
+    int64_t shape[2] = {B, D};
+    sg_tensor *out = sg__tmp(ctx, W->dtype, 2, shape, true);
+    sg_tensor *argmax = NULL;
+    if (out && mode == SG_BAG_MAX) argmax = sg__tmp(ctx, SG_I64, 2, shape, false);
+    if (!out || (mode == SG_BAG_MAX && !argmax)) return NULL;
+    int nt = sg__threads(ctx);
+    bool par = nt > 1 && N * D >= SG__GATHER_PAR_MIN;
+    (void)par;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+#endif
+    for (int64_t b = 0; b < B; b++) bag_forward(W, idx, offsets, psw, (int)mode, out, argmax, b);
+    sg_tensor *in[2] = {W, psw};
+    int n_in = psw ? 2 : 1;
+    if (sg__needs_grad(ctx, n_in, in)) {
+        sg_node *nd = sg__node_new(ctx, bag_backward, "embedding_bag", out, n_in, in);
+        if (!nd) return NULL;
+        nd->saved[0] = idx;
+        nd->saved[1] = offsets;
+        nd->iarg[0] = mode;
+        nd->extra = argmax;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- index_select */
+
+static int index_select_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *x = n->in[0], *idx = n->saved[0];
+    sg_ctx *ctx = x->ctx;
+    int dim = (int)n->iarg[0];
+    if (dim == 0 && gout->layout == SG_DENSE) { /* rows idx, values gout: no copy for int64 */
+        sg_tensor *ind = sg__index_row_i64(idx);
+        sg_tensor *g = ind ? sg__coo_wrap(ctx, x->ndim, x->shape, 1, ind, gout, false) : NULL;
+        return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+    }
+    if (dim == 0) { /* COO gout: map its leading index through idx */
+        int64_t nnz = gout->nnz, ishape[2] = {gout->sparse_dim, nnz};
+        sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
+        if (!ind) return bw_status(ctx);
+        int64_t *d = ind->data;
+        const int64_t *s = gout->indices->data;
+        for (int64_t e = 0; e < nnz; e++) d[e] = sg__idx_at(idx, s[e]);
+        if (gout->sparse_dim > 1)
+            memcpy(d + nnz, s + nnz, (size_t)((gout->sparse_dim - 1) * nnz) * sizeof *d);
+        sg_tensor *g = sg__coo_wrap(ctx, x->ndim, x->shape, gout->sparse_dim, ind, gout->values, false);
+        return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+    }
+    /* Another dim: a dense gradient, scattered per outer block in idx order. */
+    sg_tensor *g = sg__tmp_like(x, true);
+    if (!g) return bw_status(ctx);
+    int64_t outer = sg__prod(x->shape, 0, dim), len = x->shape[dim], inner = sg__prod(x->shape, dim + 1, x->ndim);
+    int64_t K = idx->numel;
+    SG__DISPATCH_FLOAT(x->dtype, T, {
+        const T *go = gout->data;
+        T *gx = g->data;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < K; k++) {
+                T *dst = gx + (o * len + sg__idx_at(idx, k)) * inner;
+                const T *src = go + (o * K + k) * inner;
+                for (int64_t j = 0; j < inner; j++) dst[j] += src[j];
+            }
+    });
+    return sg__accum_grad(x, g, true);
+}
+
+sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx)
+{
+    if (!x || !idx) return NULL;
+    sg_ctx *ctx = x->ctx;
+    if (idx->ctx != ctx) return sg__fail(ctx, SG_ERR_ARG, "sg_index_select: tensors of different contexts");
+    if (x->layout != SG_DENSE) return sg__fail(ctx, SG_ERR_LAYOUT, "sg_index_select: dense x needed");
+    if (!sg__is_float(x->dtype)) return sg__fail(ctx, SG_ERR_DTYPE, "sg_index_select: float x needed");
+    int d = dim < 0 ? dim + x->ndim : dim;
+    if (d < 0 || d >= x->ndim)
+        return sg__fail(ctx, SG_ERR_ARG, "sg_index_select: dim %d out of range for %d-D x", dim, x->ndim);
+    if (idx->ndim != 1) return sg__fail(ctx, SG_ERR_SHAPE, "sg_index_select: idx must be 1-D");
+    if (!sg__check_index("sg_index_select", idx, x->shape[d])) return NULL;
+    int64_t shape[SG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    int64_t K = idx->numel;
+    shape[d] = K;
+    sg_tensor *out = sg__tmp(ctx, x->dtype, x->ndim, shape, false);
+    if (!out) return NULL;
+    int64_t outer = sg__prod(x->shape, 0, d), len = x->shape[d], inner = sg__prod(x->shape, d + 1, x->ndim);
+    size_t bytes = (size_t)inner * sg_dtype_size(x->dtype);
+    const unsigned char *src = x->data;
+    unsigned char *dst = out->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < K; k++)
+            memcpy(dst + (size_t)(o * K + k) * bytes, src + (size_t)(o * len + sg__idx_at(idx, k)) * bytes, bytes);
+    if (sg__needs_grad(ctx, 1, &x)) {
+        sg_node *nd = sg__node_new(ctx, index_select_backward, "index_select", out, 1, &x);
+        if (!nd) return NULL;
+        nd->saved[0] = idx;
+        nd->iarg[0] = d;
+        nd->accepts_sparse_gout = d == 0;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- slice */
+
+static int slice_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *x = n->in[0];
+    sg_ctx *ctx = x->ctx;
+    int64_t start = n->iarg[0];
+    int sd = gout->layout == SG_COO ? gout->sparse_dim : 1;
+    int64_t nnz = gout->layout == SG_COO ? gout->nnz : gout->shape[0];
+    int64_t ishape[2] = {sd, nnz};
+    sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
+    if (!ind) return bw_status(ctx);
+    int64_t *d = ind->data;
+    sg_tensor *val = gout;
+    bool coalesced = true;
+    if (gout->layout == SG_COO) { /* shift the leading index by start */
+        memcpy(d, gout->indices->data, (size_t)(sd * nnz) * sizeof *d);
+        for (int64_t e = 0; e < nnz; e++) d[e] += start;
+        val = gout->values;
+        coalesced = gout->coalesced;
+    } else {
+        for (int64_t e = 0; e < nnz; e++) d[e] = start + e;
+    }
+    sg_tensor *g = sg__coo_wrap(ctx, x->ndim, x->shape, sd, ind, val, coalesced);
+    return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+}
+
+sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end)
+{
+    if (!x) return NULL;
+    sg_ctx *ctx = x->ctx;
+    if (x->layout != SG_DENSE) return sg__fail(ctx, SG_ERR_LAYOUT, "sg_slice: dense x needed");
+    if (x->ndim < 1) return sg__fail(ctx, SG_ERR_SHAPE, "sg_slice: x must have at least one dim");
+    if (start < 0 || start > end || end > x->shape[0])
+        return sg__fail(ctx, SG_ERR_INDEX, "sg_slice: [%lld, %lld) is not a range within [0, %lld]",
+                        (long long)start, (long long)end, (long long)x->shape[0]);
+    int64_t shape[SG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[0] = end - start;
+    size_t rowbytes = (size_t)sg__prod(x->shape, 1, x->ndim) * sg_dtype_size(x->dtype);
+    sg_tensor *out = sg__view(ctx, x->dtype, x->ndim, shape, (unsigned char *)x->data + (size_t)start * rowbytes);
+    if (!out) return NULL;
+    if (sg__needs_grad(ctx, 1, &x)) {
+        sg_node *nd = sg__node_new(ctx, slice_backward, "slice", out, 1, &x);
+        if (!nd) return NULL;
+        nd->iarg[0] = start;
+        nd->accepts_sparse_gout = true;
+    }
+    return out;
+}

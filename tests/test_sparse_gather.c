@@ -1,0 +1,425 @@
+/* Gathers with sparse gradients: embedding (any index shape, int32/int64, padding_idx,
+ * max_norm, fused optimizer), embedding_bag (sum/mean/max, per-sample weights),
+ * index_select and slice. Gradients are checked by finite differences and against naive
+ * scatter loops; the embedding gradient is checked to borrow the incoming gradient buffer
+ * and to cost O(B x D) memory. */
+#include "internal.h"
+#include "testutil.h"
+
+static uint64_t rng_state = 0xD1B54A32D192ED03ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
+
+static sg_tensor *rand_dense(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t *shape)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) {
+        if (dt == SG_F64) sg_tensor_f64(t)[i] = rnd_unit();
+        else sg_tensor_f32(t)[i] = (float)rnd_unit();
+    }
+    return t;
+}
+
+/* Persistent index tensor of the given dtype from int64 values. */
+static sg_tensor *index_tensor(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t *shape, const int64_t *v)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) {
+        if (dt == SG_I64) ((int64_t *)sg_tensor_data(t))[i] = v[i];
+        else ((int32_t *)sg_tensor_data(t))[i] = (int32_t)v[i];
+    }
+    return t;
+}
+
+static int gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n, sg_tensor **in)
+{
+    for (int i = 0; i < n; i++)
+        if (sg_tensor_dtype(in[i]) == SG_F64) sg_tensor_requires_grad(in[i], 1);
+    sg_gradcheck_opts o = {0, 1e-6, 1e-4, 0};
+    sg_gradcheck_result r;
+    int rc = sg_gradcheck(ctx, f, ud, n, in, &o, &r);
+    if (rc) fprintf(stderr, "  gradcheck: %s\n", sg_ctx_message(ctx));
+    return rc;
+}
+#define GC_OK(ctx, f, ud, n, in) CHECK_STATUS(ctx, gradcheck(ctx, f, ud, n, in), SG_OK)
+
+/* Dense meaning of a gradient (dense or COO) by a plain loop over COO entries. */
+static double *meaning(sg_tensor *t, int64_t numel)
+{
+    double *m = calloc((size_t)numel + 1, sizeof *m);
+    if (!t) return m;
+    if (sg_tensor_layout(t) == SG_DENSE) {
+        for (int64_t i = 0; i < numel; i++) m[i] = sg_tensor_get(t, i);
+        return m;
+    }
+    int sd = sg_coo_sparse_dim(t), nd = sg_tensor_ndim(t);
+    const int64_t *shape = sg_tensor_shape(t);
+    int64_t nnz = sg_coo_nnz(t), D = 1;
+    for (int d = sd; d < nd; d++) D *= shape[d];
+    const int64_t *idx = sg_tensor_data(sg_coo_indices(t));
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = 0;
+        for (int d = 0; d < sd; d++) r = r * shape[d] + idx[d * nnz + e];
+        for (int64_t j = 0; j < D; j++) m[r * D + j] += sg_tensor_get(sg_coo_values(t), e * D + j);
+    }
+    return m;
+}
+
+/* ---- embedding */
+
+typedef struct {
+    sg_tensor *idx, *offsets;
+    sg_embedding_opts opts;
+    int mode, dim;
+    int64_t start, end;
+} gud;
+
+static sg_tensor *f_emb(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    gud *u = ud;
+    return sg_embedding(in[0], u->idx, &u->opts);
+}
+
+TEST(embedding_gradcheck)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *W = rand_dense(ctx, SG_F64, 2, (int64_t[]){6, 3});
+    int64_t v[6] = {1, 4, 1, 0, 5, 1};
+    gud u = {index_tensor(ctx, SG_I64, 2, (int64_t[]){2, 3}, v), NULL, {-1, 0, NULL}, 0, 0, 0, 0};
+    GC_OK(ctx, f_emb, &u, 1, &W);
+    u.idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){6}, v);
+    GC_OK(ctx, f_emb, &u, 1, &W);
+    u.opts.padding_idx = 1; /* rows 1 give zeros and no gradient */
+    GC_OK(ctx, f_emb, &u, 1, &W);
+    u.idx = index_tensor(ctx, SG_I64, 0, NULL, (int64_t[]){4}); /* 0-d index */
+    GC_OK(ctx, f_emb, &u, 1, &W);
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_matches_naive_gather_and_scatter)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 50, D = 5, B = 40;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
+    int64_t v[40];
+    for (int i = 0; i < B; i++) v[i] = (int64_t)(rnd() % 7) * 7; /* duplicates */
+    for (int dt = 0; dt < 2; dt++) {
+        sg_tensor *idx = index_tensor(ctx, dt ? SG_I32 : SG_I64, 3, (int64_t[]){2, 4, 5}, v);
+        sg_embedding_opts o = {14, 0, NULL};
+        sg_tensor *y = sg_embedding(W, idx, &o);
+        CHECK(sg_tensor_ndim(y) == 4 && sg_tensor_dim(y, 3) == D);
+        int bad = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < D; j++)
+                bad += sg_tensor_f32(y)[b * D + j] != (v[b] == 14 ? 0.0f : sg_tensor_f32(W)[v[b] * D + j]);
+        CHECK(bad == 0);
+        sg_tensor *G = rand_dense(ctx, SG_F32, 4, sg_tensor_shape(y));
+        CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+        double *want = calloc((size_t)(V * D), sizeof *want);
+        for (int64_t b = 0; b < B; b++)
+            if (v[b] != 14)
+                for (int64_t j = 0; j < D; j++) want[v[b] * D + j] += sg_tensor_f32(G)[b * D + j];
+        double *got = meaning(sg_tensor_grad(W), V * D);
+        double worst = 0;
+        for (int64_t i = 0; i < V * D; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+        CHECK(worst < 1e-5);
+        sg_tensor *g = sg_tensor_grad(W);
+        int64_t npad = 0;
+        for (int64_t b = 0; b < B; b++) npad += v[b] == 14;
+        CHECK(npad > 0 && sg_coo_nnz(g) == B - npad); /* padding entries are dropped */
+        free(want), free(got);
+        sg_tape_reset(ctx);
+    }
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_gradient_borrows_the_incoming_gradient)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){10, 4}), 1);
+    int64_t v[6] = {3, 3, 9, 0, 3, 1};
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 2, (int64_t[]){3, 2}, v);
+    sg_tensor *y = sg_embedding(W, idx, NULL);
+    sg_tensor *G = rand_dense(ctx, SG_F32, 3, sg_tensor_shape(y));
+    CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+    sg_tensor *g = sg_tensor_grad(W);
+    CHECK(g != NULL && sg_tensor_layout(g) == SG_COO);
+    CHECK(sg_tensor_data(sg_coo_values(g)) == sg_tensor_data(G));   /* no copy of values */
+    CHECK(sg_tensor_data(sg_coo_indices(g)) == sg_tensor_data(idx)); /* nor of int64 indices */
+    CHECK(!sg_coo_is_coalesced(g) && sg_coo_nnz(g) == 6 && sg_coo_sparse_dim(g) == 1);
+    sg_tape_reset(ctx);
+
+    sg_tensor *idx32 = index_tensor(ctx, SG_I32, 1, (int64_t[]){6}, v);
+    y = sg_embedding(W, idx32, NULL);
+    G = rand_dense(ctx, SG_F32, 2, sg_tensor_shape(y));
+    CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+    g = sg_tensor_grad(W);
+    CHECK(sg_tensor_data(sg_coo_values(g)) == sg_tensor_data(G));
+    const int64_t *gi = sg_tensor_data(sg_coo_indices(g));
+    for (int i = 0; i < 6; i++) CHECK(gi[i] == v[i]); /* int32 converted */
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_backward_memory_is_O_B_times_D)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 100000, D = 16, B = 1000;
+    sg_tensor *W = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
+    sg_tensor *idx = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){B});
+    for (int64_t b = 0; b < B; b++) ((int64_t *)sg_tensor_data(idx))[b] = (int64_t)(rnd() % (uint64_t)V);
+    sg_tensor *y = sg_embedding(W, idx, NULL);
+    sg_tensor *loss = sg_sum(y);
+    size_t before = sg_ctx_mem_stats(ctx).bytes_in_use;
+    sg_ctx_reset_peak(ctx);
+    CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+    size_t extra = sg_ctx_mem_stats(ctx).peak_bytes - before;
+    size_t bd = (size_t)(B * D) * sizeof(float), vd = (size_t)(V * D) * sizeof(float);
+    CHECK(extra <= 4 * bd + 65536); /* the gradient of sum (B x D) and small headers */
+    CHECK(extra < vd / 20);
+    CHECK(sg_tensor_layout(sg_tensor_grad(W)) == SG_COO);
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_max_norm_renormalises_looked_up_rows_first)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 5, D = 3;
+    sg_tensor *W = sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){V, D});
+    double w0[15] = {3, 4, 0, /* norm 5 */ 0.1, 0.2, 0.2, /* 0.3 */ 6, 8, 0, 1, 1, 1, 0, 0, 12};
+    memcpy(sg_tensor_f64(W), w0, sizeof w0);
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){4}, (int64_t[]){0, 1, 0, 4});
+    /* an out-of-range index anywhere: error, and W untouched */
+    sg_tensor *bad = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 4, 5});
+    sg_embedding_opts o = {-1, 2.0, NULL};
+    CHECK(sg_embedding(W, bad, &o) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    CHECK(memcmp(sg_tensor_f64(W), w0, sizeof w0) == 0);
+    sg_tensor *y = sg_embedding(W, idx, &o);
+    CHECK(y != NULL);
+    double want[15];
+    memcpy(want, w0, sizeof w0);
+    for (int r = 0; r < V; r++) {
+        if (r != 0 && r != 4) continue;
+        double n = sqrt(w0[r * 3] * w0[r * 3] + w0[r * 3 + 1] * w0[r * 3 + 1] + w0[r * 3 + 2] * w0[r * 3 + 2]);
+        for (int j = 0; j < 3; j++) want[r * 3 + j] = w0[r * 3 + j] * (2.0 / (n + 1e-7));
+    }
+    for (int i = 0; i < 15; i++) CHECK_NEAR(sg_tensor_f64(W)[i], want[i], 1e-15);
+    CHECK_NEAR(sg_tensor_get(y, 0), want[0], 1e-15);
+    CHECK_NEAR(sg_tensor_get(y, 3 * 3 + 2), want[14], 1e-15);
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_fused_update_stores_no_gradient)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 8, D = 4, B = 5;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    double w0[32];
+    memcpy(w0, sg_tensor_f64(W), sizeof w0);
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = 0.1;
+    sg_optim *opt = sg_optim_sgd(ctx, &so);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+    int64_t v[5] = {2, 7, 2, 3, 2};
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){B}, v);
+    sg_embedding_opts o = {3, 0, opt}; /* padding row 3 must not move */
+    sg_tensor *y = sg_embedding(W, idx, &o);
+    sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){B, D});
+    CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+    CHECK(sg_tensor_grad(W) == NULL);
+    double want[32];
+    memcpy(want, w0, sizeof w0);
+    for (int64_t b = 0; b < B; b++)
+        if (v[b] != 3)
+            for (int64_t j = 0; j < D; j++) want[v[b] * D + j] -= 0.1 * sg_tensor_f64(G)[b * D + j];
+    for (int i = 0; i < 32; i++) CHECK_NEAR(sg_tensor_f64(W)[i], want[i], 1e-14);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_errors_and_empty_batch)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){4, 3}), 1);
+    sg_tensor *neg = index_tensor(ctx, SG_I32, 1, (int64_t[]){2}, (int64_t[]){1, -1});
+    CHECK(sg_embedding(W, neg, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    sg_tensor *fidx = sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){2});
+    CHECK(sg_embedding(W, fidx, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_DTYPE);
+    sg_tensor *ok = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){1, 2});
+    CHECK(sg_embedding(W, ok, &(sg_embedding_opts){4, 0, NULL}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    CHECK(sg_embedding(ok, ok, NULL) == NULL);
+    CHECK(sg_ctx_status(ctx) != SG_OK);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    sg_ctx_clear_error(ctx);
+
+    sg_tensor *empty = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){0});
+    sg_tensor *y = sg_embedding(W, empty, NULL);
+    CHECK(y != NULL && sg_tensor_dim(y, 0) == 0 && sg_tensor_dim(y, 1) == 3);
+    CHECK_STATUS(ctx, sg_backward_grad(y, sg_tensor_new_tmp(ctx, SG_F32, 2, (int64_t[]){0, 3})), SG_OK);
+    CHECK(sg_coo_nnz(sg_tensor_grad(W)) == 0);
+    sg_ctx_free(ctx);
+}
+
+/* ---- embedding_bag */
+
+static sg_tensor *f_bag(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    gud *u = ud;
+    return sg_embedding_bag(in[0], u->idx, u->offsets, (sg_bag_mode)u->mode, u->dim ? in[1] : NULL);
+}
+
+TEST(embedding_bag_gradcheck)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *in[2] = {rand_dense(ctx, SG_F64, 2, (int64_t[]){7, 3}), rand_dense(ctx, SG_F64, 1, (int64_t[]){8})};
+    int64_t v[8] = {1, 6, 1, 0, 2, 2, 5, 3};
+    gud u = {index_tensor(ctx, SG_I64, 1, (int64_t[]){8}, v),
+             index_tensor(ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5}), {-1, 0, NULL}, 0, 0, 0, 0};
+    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
+        u.mode = mode;
+        GC_OK(ctx, f_bag, &u, 1, in); /* bag 1 is empty */
+    }
+    u.mode = SG_BAG_SUM;
+    u.dim = 1; /* with per-sample weights: gradients for W and the weights */
+    GC_OK(ctx, f_bag, &u, 2, in);
+    sg_ctx_free(ctx);
+}
+
+TEST(embedding_bag_matches_naive_loops)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 20, D = 4, N = 30, B = 6;
+    sg_tensor *W = rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D});
+    int64_t v[30], off[6] = {0, 4, 4, 11, 20, 29};
+    for (int i = 0; i < N; i++) v[i] = (int64_t)(rnd() % (uint64_t)V);
+    sg_tensor *idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){N}, v);
+    sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){B}, off);
+    sg_tensor *psw = rand_dense(ctx, SG_F32, 1, (int64_t[]){N});
+    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
+        sg_tensor *y = sg_embedding_bag(W, idx, offs, (sg_bag_mode)mode, mode == SG_BAG_SUM ? psw : NULL);
+        CHECK(y != NULL && sg_tensor_dim(y, 0) == B);
+        double worst = 0;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t s = off[b], e = b + 1 < B ? off[b + 1] : N;
+            for (int64_t j = 0; j < D; j++) {
+                double acc = mode == SG_BAG_MAX ? -INFINITY : 0;
+                for (int64_t i = s; i < e; i++) {
+                    double x = sg_tensor_f32(W)[v[i] * D + j];
+                    if (mode == SG_BAG_MAX) acc = fmax(acc, x);
+                    else acc += (mode == SG_BAG_SUM ? sg_tensor_f32(psw)[i] : 1.0) * x;
+                }
+                if (e == s) acc = 0;
+                else if (mode == SG_BAG_MEAN) acc /= (double)(e - s);
+                worst = fmax(worst, fabs(acc - sg_tensor_f32(y)[b * D + j]));
+            }
+        }
+        CHECK(worst < 1e-5);
+    }
+    /* errors: nothing recorded, nothing written */
+    sg_tensor *bad_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 5, 3});
+    CHECK(sg_embedding_bag(W, idx, bad_off, SG_BAG_SUM, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    sg_tensor *far_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 31});
+    CHECK(sg_embedding_bag(W, idx, far_off, SG_BAG_SUM, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    CHECK(sg_embedding_bag(W, idx, offs, SG_BAG_MAX, psw) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    v[3] = V;
+    sg_tensor *bad_idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){N}, v);
+    CHECK(sg_embedding_bag(W, bad_idx, offs, SG_BAG_SUM, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    sg_ctx_free(ctx);
+}
+
+/* ---- index_select and slice */
+
+static sg_tensor *f_isel(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    gud *u = ud;
+    return sg_index_select(in[0], u->dim, u->idx);
+}
+static sg_tensor *f_slice(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    gud *u = ud;
+    return sg_slice(in[0], u->start, u->end);
+}
+/* index_select of a slice of an index_select: the inner backwards get COO gradients */
+static sg_tensor *f_chain(sg_ctx *c, sg_tensor *const *in, void *ud)
+{
+    (void)c;
+    gud *u = ud;
+    sg_tensor *a = sg_index_select(in[0], 0, u->offsets);
+    return sg_index_select(sg_slice(a, u->start, u->end), 0, u->idx);
+}
+
+TEST(index_select_and_slice_gradcheck)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = rand_dense(ctx, SG_F64, 3, (int64_t[]){5, 4, 2});
+    gud u = {index_tensor(ctx, SG_I32, 1, (int64_t[]){5}, (int64_t[]){3, 0, 3, 1, 3}), NULL, {-1, 0, NULL}, 0, 0, 1, 4};
+    int dims[4] = {0, 1, 2, -1};
+    for (int k = 0; k < 4; k++) {
+        u.dim = dims[k];
+        if (u.dim == 2) u.idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){1, 1, 0});
+        GC_OK(ctx, f_isel, &u, 1, &x);
+    }
+    GC_OK(ctx, f_slice, &u, 1, &x);
+    u.start = 2, u.end = 2; /* empty slice */
+    GC_OK(ctx, f_slice, &u, 1, &x);
+    u.idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){4}, (int64_t[]){2, 0, 2, 1});
+    u.offsets = index_tensor(ctx, SG_I64, 1, (int64_t[]){6}, (int64_t[]){4, 4, 0, 2, 1, 3});
+    u.start = 1, u.end = 4;
+    GC_OK(ctx, f_chain, &u, 1, &x);
+    sg_ctx_free(ctx);
+}
+
+TEST(index_select_and_slice_gradients_are_sparse_rows)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 1000, D = 3;
+    sg_tensor *x = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){999, 5, 999});
+    sg_tensor *y = sg_index_select(x, 0, idx);
+    CHECK(sg_tensor_get(y, 2 * D + 1) == sg_tensor_f32(x)[999 * D + 1]);
+    sg_tensor *G = rand_dense(ctx, SG_F32, 2, (int64_t[]){3, D});
+    CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+    sg_tensor *g = sg_tensor_grad(x);
+    CHECK(sg_tensor_layout(g) == SG_COO && sg_coo_nnz(g) == 3);
+    CHECK(sg_tensor_data(sg_coo_values(g)) == sg_tensor_data(G));
+    sg_tape_reset(ctx);
+
+    sg_tensor *s = sg_slice(x, 10, 13);
+    CHECK(sg_tensor_data(s) == sg_tensor_f32(x) + 10 * D); /* a view */
+    G = rand_dense(ctx, SG_F32, 2, (int64_t[]){3, D});
+    CHECK_STATUS(ctx, sg_backward_grad(s, G), SG_OK);
+    g = sg_tensor_grad(x);
+    CHECK(sg_tensor_layout(g) == SG_COO && sg_coo_nnz(g) == 3 && sg_coo_is_coalesced(g));
+    CHECK(sg_tensor_get(g, 11 * D + 2) == sg_tensor_f32(G)[1 * D + 2]);
+    CHECK(sg_tensor_get(g, 13 * D) == 0);
+
+    CHECK(sg_slice(x, 5, 1001) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    CHECK(sg_slice(x, -1, 3) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    sg_tensor *oob = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 3});
+    CHECK(sg_index_select(x, 1, oob) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    CHECK(sg_index_select(x, 2, idx) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    sg_ctx_free(ctx);
+}
+
+TEST_MAIN()
