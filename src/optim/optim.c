@@ -402,11 +402,8 @@ static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
         if (!grad) return ctx->status;
     }
     if (grad->layout == SG_DENSE) {
-        if (opt->ops->dense) {
-            *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}};
-            return SG_OK;
-        }
-        *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}};
+        if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}};
+        else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}};
         return is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
     }
     const int64_t *idx = grad->indices->data;
