@@ -207,7 +207,14 @@ int64_t sg_tape_nodes(const sg_ctx *ctx);
 
 /* ---------------------------------------------------------------- dense ops */
 /* Every op has a backward. Binary ops need equal dtypes and broadcast like numpy
- * (shapes aligned at the end; a dimension of 1 stretches). */
+ * (shapes aligned at the end; a dimension of 1 stretches).
+ * Operands are dense f32/f64 (reshape, transpose and concat also move integer tensors);
+ * a COO operand is accepted only where a comment says so. A dim may be negative (counted
+ * from the end). Results have the operands' dtype and are bitwise identical for any
+ * thread count. Errors (NULL returned, nothing recorded on the tape): SG_ERR_SHAPE,
+ * SG_ERR_DTYPE (mixed dtypes, integers where floats are needed), SG_ERR_ARG (a dim out of
+ * range, operands of two contexts), SG_ERR_LAYOUT (COO where not accepted), SG_ERR_INDEX
+ * (cross_entropy targets, checked before anything is written). Means of nothing are NaN. */
 
 sg_tensor *sg_add(sg_tensor *a, sg_tensor *b); /* also sparse+sparse (concatenation) */
 sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);

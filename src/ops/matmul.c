@@ -10,7 +10,7 @@
 
 #define MM_KB 128 /* contracted-index block: MM_KB rows of B stay in cache */
 #define MM_NB 256 /* column block of B and C */
-#define MM_SERIAL_FLOPS ((int64_t)1 << 18)
+#define MM_SERIAL_FLOPS ((int64_t)1 << 21) /* below this, one thread is faster */
 
 /* C (batch,M,N) = A (batch,M,K) @ B (batch,K,N); C zeroed by the caller. */
 typedef struct {
