@@ -102,7 +102,8 @@ static int own_dense_grad(sg_tensor *x)
     return SG_OK;
 }
 
-static int64_t sparse_rows(const sg_tensor *t) { return sg__prod(t->shape, 0, t->sparse_dim); }
+/* Rows of a COO tensor: the number of distinct sparse index tuples it can hold. */
+static int64_t sparse_rows(const sg_tensor *coo) { return sg__prod(coo->shape, 0, coo->sparse_dim); }
 
 int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
 {
@@ -153,7 +154,7 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
     int64_t lb = x->rows_unique_lb > lb_g ? x->rows_unique_lb : lb_g;
     sg_tensor *cat = sg__coo_concat(cur, g);
     if (!cat) return SG_ERR_NOMEM;
-    if (cat->nnz > sparse_rows(x)) {
+    if (cat->nnz > sparse_rows(cat)) {
         cat = sg_coalesce(cat);
         if (!cat) return ctx->status;
         lb = cat->nnz;
