@@ -1,0 +1,21 @@
+/* Links against an installed sgrad: d/dx sum(x*x) at x = (1,2,3) must be (2,4,6). */
+#include <math.h>
+#include <stdio.h>
+#include <sgrad.h>
+
+int main(void)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    sg_tensor_requires_grad(x, 1);
+    if (sg_backward(sg_sum(sg_mul(x, x)))) {
+        fprintf(stderr, "error: %s\n", sg_ctx_message(ctx));
+        return 1;
+    }
+    sg_tensor *g = sg_tensor_grad(x);
+    int ok = 1;
+    for (int i = 0; i < 3; i++) ok &= fabs(sg_tensor_get(g, i) - 2.0 * (i + 1)) < 1e-12;
+    printf("%s\n", ok ? "install ok" : "wrong gradient");
+    sg_ctx_free(ctx);
+    return ok ? 0 : 1;
+}
