@@ -54,7 +54,7 @@ static inline int64_t row_off(const bcast *bc, int k, int64_t r)
     return i0 * bc->st[k][0] + i1 * bc->st[k][1] + i2 * bc->st[k][2];
 }
 
-/* True when operand k fills the output shape (no dim stretched). */
+/* True when t fills the output shape (no dim of t is stretched). */
 static bool bcast_full(const bcast *bc, const sg_tensor *t)
 {
     return t->numel == bc->numel;
