@@ -59,12 +59,12 @@ static int adam_init(sg_optim *opt, sg__pstate *ps)
 }
 
 /* One Adam step of elements [0, len): step_size = lr / (1 - beta1^t),
- * bc2s = sqrt(1 - beta2^t); decay = 1 - lr * weight_decay (decoupled) or weight_decay. */
+ * bc2s = sqrt(1 - beta2^t), applied as a product with its reciprocal. */
 #define ADAM_ELEMS(T, w, m, v, gp, len, o, step_size, bc2s, lr)                            \
     do {                                                                                   \
         T b1_ = (T)(o)->beta1, b2_ = (T)(o)->beta2;                                        \
         T c1_ = (T)(1 - (o)->beta1), c2_ = (T)(1 - (o)->beta2);                            \
-        T ss_ = (T)(step_size), bs_ = (T)(bc2s), eps_ = (T)(o)->eps;                       \
+        T ss_ = (T)(step_size), ibs_ = (T)(1 / (bc2s)), eps_ = (T)(o)->eps;                \
         T wd_ = (o)->decoupled ? 0 : (T)(o)->weight_decay;                                 \
         T keep_ = (o)->decoupled ? (T)(1 - (lr) * (o)->weight_decay) : 1;                  \
         for (int64_t j = 0; j < (len); j++) {                                              \
@@ -74,7 +74,7 @@ static int adam_init(sg_optim *opt, sg__pstate *ps)
             T v_ = b2_ * (v)[j] + c2_ * g_ * g_;                                           \
             (m)[j] = m_;                                                                   \
             (v)[j] = v_;                                                                   \
-            (w)[j] = w_ - ss_ * m_ / (SG__SQRT(v_) / bs_ + eps_);                          \
+            (w)[j] = w_ - ss_ * m_ / (SG__SQRT(v_) * ibs_ + eps_);                         \
         }                                                                                  \
     } while (0)
 
@@ -92,12 +92,11 @@ static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, 
         T *m = ps->state[1]->data;
         T *v = ps->state[2]->data;
         const T *gg = g;
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
-        for (int64_t b = 0; b < nb; b++) {
+        SG__OPTIM_FOR(b, nb, par, {
             int64_t lo = b * SG__OPTIM_CHUNK;
             int64_t len = n - lo < SG__OPTIM_CHUNK ? n - lo : SG__OPTIM_CHUNK;
             ADAM_ELEMS(T, (w + lo), (m + lo), (v + lo), (gg + lo), len, o, step_size, bc2s, lr);
-        }
+        });
     });
 }
 
@@ -116,8 +115,7 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
         T *m = ps->state[1]->data;
         T *v = ps->state[2]->data;
         const T *gg = g;
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
-        for (int64_t i = 0; i < n; i++) {
+        SG__OPTIM_FOR(i, n, par, {
             int64_t r = sg__group_row(rg, i);
             int64_t k = ++row_step[r];
             double step_size = lr / (1 - beta_pow(opt, 0, k));
@@ -129,7 +127,7 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
                 int64_t at = r * width + c0;
                 ADAM_ELEMS(T, (w + at), (m + at), (v + at), gp, len, o, step_size, bc2s, lr);
             }
-        }
+        });
     });
 }
 

@@ -72,7 +72,7 @@ int sg_optim_set_lr(sg_optim *opt, double base_lr)
 
 double sg_optim_lr(const sg_optim *opt)
 {
-    double lr;
+    double lr = 0;
     if (!opt || lr_at(opt, opt->t + 1, &lr)) return NAN;
     return lr;
 }
@@ -433,7 +433,7 @@ int sg_optim_step(sg_optim *opt)
 {
     if (!opt) return SG_ERR_NULL;
     sg_ctx *ctx = opt->ctx;
-    double lr;
+    double lr = 0;
     int rc = lr_at(opt, opt->t + 1, &lr);
     if (rc) return rc;
     int64_t n = 0, cnt = sg_grads_count(ctx);
@@ -481,7 +481,7 @@ int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx,
         if (idx[i] < 0 || idx[i] >= ps->rows)
             return sg__failc(ctx, SG_ERR_INDEX, "%s: fused update of row %lld of %lld", opt->name,
                              (long long)idx[i], (long long)ps->rows);
-    double lr;
+    double lr = 0;
     int rc = lr_at(opt, opt->t + 1, &lr);
     if (rc) return rc;
     plan pl;

@@ -114,6 +114,19 @@ int sg__lazy_adam_tables(sg_optim *opt);
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);
 
+/* for (int64_t I = 0; I < N; I++) BODY, spread over `nt` threads (a variable of that name
+ * in scope) with a static schedule when PAR, else a plain loop that never enters the
+ * OpenMP runtime (whose team setup would dominate a small step). */
+#define SG__OPTIM_FOR(I, N, PAR, ...)                                                      \
+    do {                                                                                   \
+        if ((PAR) && nt > 1) {                                                           \
+            _Pragma("omp parallel for num_threads(nt) schedule(static)")                   \
+            for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \
+        } else {                                                                           \
+            for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \
+        }                                                                                  \
+    } while (0)
+
 /* Loop bounds for parallel kernels: run on one thread below this many elements. */
 #define SG__OPTIM_GRAIN ((int64_t)1 << 15)
 /* Columns summed at once when a group has duplicate rows (a stack buffer). */

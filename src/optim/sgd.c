@@ -222,8 +222,7 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
         T *w = p->data;
         T *v = mu != 0 ? ps->state[1]->data : NULL;
         const T *gg = g;
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
-        for (int64_t i = 0; i < n; i++) {
+        SG__OPTIM_FOR(i, n, par, {
             int64_t r = sg__group_row(rg, i);
             SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s - 1);
             T buf[SG__OPTIM_CHUNK];
@@ -235,7 +234,7 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
                 SGD_ELEMS(T, wr, vr, gp, len, lr, wd, mu, c, nesterov);
             }
             last[r] = s;
-        }
+        });
     });
     if (!rg->rows || (rg->unique && n == ps->rows)) { /* every row is at step s */
         ps->lagging = false;
@@ -260,8 +259,7 @@ static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, d
         T *w = p->data;
         const T *gg = g;
         T a = (T)-lr;
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
-        for (int64_t i = 0; i < n; i++) w[i] += a * gg[i];
+        SG__OPTIM_FOR(i, n, par, w[i] += a * gg[i];);
     });
 }
 
@@ -276,11 +274,10 @@ static void sgd_flush(sg_optim *opt, sg__pstate *ps)
     SG__DISPATCH_FLOAT(p->dtype, T, {
         T *w = p->data;
         T *v = opt->o.sgd.momentum != 0 ? ps->state[1]->data : NULL;
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (par)")
-        for (int64_t r = 0; r < rows; r++) {
+        SG__OPTIM_FOR(r, rows, par, {
             SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s);
             last[r] = s;
-        }
+        });
     });
     ps->lagging = false;
     ps->n_runs = 0;
