@@ -1,8 +1,9 @@
 /* sgrad-bench optim: optimizer steps through the general API against plain C loops.
  *
- * train_step: one step = embedding forward of B indices into a (V,D) f32 table, loss = sum
- *   of squares, backward, optimizer step (unfused), or the optimizer applied inside the
- *   embedding backward (fused). Batches are uniform over V, cycling through 8 pre-drawn
+ * train_step: one step = embedding forward of B indices into a (V,D) f32 table E, loss =
+ *   sum of squares (as sum(rowdot(E, E)), the cheapest spelling with the library's ops),
+ *   backward, optimizer step (unfused), or the optimizer applied inside the embedding
+ *   backward (fused). Batches are uniform over V, cycling through 8 pre-drawn
  *   ones (so rows go untouched for several steps). ref_ms: one plain C loop doing the same
  *   arithmetic on the same table and state: gather + loss, then the update with gradient
  *   2 * out; nonlinear updates first sum duplicate rows (grouping through a V-sized slot
@@ -13,6 +14,9 @@
  * dense_vs_sparse: the train step with the gradient made dense (a zero table plus a
  *   scatter, then a dense step over every row), as without sparse gradients; ref_ms is
  *   the plain sparse loop, sparse_ms the library's sparse path.
+ * Every timed run starts from the same table and zeroed optimizer state and takes the same
+ * steps; max_diff_vs_ref is the largest difference between the table after the library's
+ * run and after the loop's (0 where the arithmetic is the same to the bit).
  * Single thread unless --threads says otherwise. */
 #include "bench.h"
 #include "internal.h"
@@ -69,7 +73,7 @@ static void lib_step(void *ud)
     tcase *c = ud;
     sg_tensor *idx = c->batch[c->next_lib++ % TS_BATCHES];
     sg_tensor *e = sg_embedding(c->W, idx, &c->eopts);
-    sg_tensor *loss = sg_sum(sg_mul(e, e));
+    sg_tensor *loss = sg_sum(sg_rowdot(e, e));
     if (!loss || sg_backward(loss)) {
         fprintf(stderr, "optim: %s\n", sg_ctx_message(c->ctx));
         return;
@@ -90,7 +94,7 @@ static double time_opt_step(tcase *c, int reps)
     for (int r = 0; r < reps; r++) {
         sg_tensor *idx = c->batch[c->next_lib++ % TS_BATCHES];
         sg_tensor *e = sg_embedding(c->W, idx, &c->eopts);
-        sg_backward(sg_sum(sg_mul(e, e)));
+        sg_backward(sg_sum(sg_rowdot(e, e)));
         double t0 = sgb_now_ms();
         sg_optim_step(c->opt);
         t[r] = sgb_now_ms() - t0;
@@ -231,6 +235,23 @@ static void ref_step(void *ud)
     }
 }
 
+/* Puts the table back to its first values and the optimizer's state to zeros (step 0):
+ * every timed run starts from the same point and takes the same steps, so the library,
+ * the reference and the fused path do the same arithmetic on the same numbers (this
+ * objective drives Adagrad's rows towards zero, into subnormal floats, after enough
+ * steps: a run that started later would be slower for that alone). */
+static void reset_case(tcase *c, const float *w0)
+{
+    memcpy(sg_tensor_f32(c->W), w0, (size_t)c->V * TS_D * sizeof *w0);
+    for (int i = 0; i < sg_optim_state_count(c->opt, c->W); i++) {
+        sg_tensor *s = sg_optim_state(c->opt, c->W, i, NULL);
+        memset(sg_tensor_data(s), 0, (size_t)sg_tensor_numel(s) * sg_dtype_size(sg_tensor_dtype(s)));
+    }
+    sg_optim_set_steps(c->opt, 0);
+    c->next_lib = c->next_ref = 0;
+    c->ref_step = 0;
+}
+
 /* Points the reference at the optimizer's own state tensors. */
 static void ref_bind_state(tcase *c)
 {
@@ -263,6 +284,9 @@ static int train_cases(const sgb_cfg *cfg, int threads)
         c.W = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, shape), 1);
         if (!c.W) return 1;
         sg_tensor_fill_uniform(c.W, -0.1, 0.1);
+        float *w0 = malloc((size_t)V * TS_D * sizeof *w0);
+        float *w_lib = malloc((size_t)V * TS_D * sizeof *w_lib);
+        memcpy(w0, sg_tensor_f32(c.W), (size_t)V * TS_D * sizeof *w0);
         int64_t bshape[1] = {TS_B};
         for (int k = 0; k < TS_BATCHES; k++) {
             c.batch[k] = sg_tensor_new(ctx, SG_I64, 1, bshape);
@@ -285,16 +309,26 @@ static int train_cases(const sgb_cfg *cfg, int threads)
                 if (!c.opt || sg_optim_add_param(c.opt, c.W)) return 1;
                 c.eopts = (sg_embedding_opts){-1, 0.0, fused ? c.opt : NULL};
                 c.dense_grad = 0;
-                ref_bind_state(&c);
+                reset_case(&c, w0);
                 double ms = sgb_median_ms(lib_step, &c, reps);
-                char extra[128] = "";
+                memcpy(w_lib, sg_tensor_f32(c.W), (size_t)V * TS_D * sizeof *w_lib);
+                char extra[160] = "";
                 if (!fused) {
                     unfused_ms = ms;
-                    snprintf(extra, sizeof extra, "\"opt_step_ms\":%.4g", time_opt_step(&c, reps));
+                    reset_case(&c, w0);
+                    snprintf(extra, sizeof extra, "\"opt_step_ms\":%.4g", time_opt_step(&c, reps + 1));
                 }
-                sg_optim_flush(c.opt);
+                reset_case(&c, w0);
                 ref_bind_state(&c);
                 double ref = sgb_median_ms(ref_step, &c, reps);
+                double diff = 0; /* the same steps: the library's table against the loop's */
+                const float *w_ref = sg_tensor_f32(c.W);
+                for (int64_t i = 0; i < V * TS_D; i++) {
+                    double d = fabs((double)w_lib[i] - (double)w_ref[i]);
+                    if (!(d <= diff)) diff = d;
+                }
+                size_t el = strlen(extra);
+                snprintf(extra + el, sizeof extra - el, "%s\"max_diff_vs_ref\":%.3g", el ? "," : "", diff);
                 char params[160];
                 snprintf(params, sizeof params, "{\"opt\":\"%s\",\"fused\":%s,\"V\":%lld,\"B\":%d,\"D\":%d}",
                          opt_names[k], fused ? "true" : "false", (long long)V, TS_B, TS_D);
@@ -303,6 +337,7 @@ static int train_cases(const sgb_cfg *cfg, int threads)
                 if (!fused && k <= OPT_ADAGRAD) { /* the same step through a dense gradient */
                     c.eopts.fused = NULL;
                     c.dense_grad = 1;
+                    reset_case(&c, w0);
                     double dms = sgb_median_ms(lib_step, &c, V >= 1000000 ? 3 : sgb_reps(cfg, 10));
                     c.dense_grad = 0;
                     snprintf(extra, sizeof extra, "\"sparse_ms\":%.4g,\"dense_over_sparse\":%.4g",
@@ -313,6 +348,8 @@ static int train_cases(const sgb_cfg *cfg, int threads)
                 c.opt = NULL;
             }
         }
+        free(w0);
+        free(w_lib);
         free(c.out);
         free(c.slot);
         free(c.rows);
