@@ -372,7 +372,17 @@ int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * Lifetime: a parameter belongs to at most one optimizer. Free the optimizer with
  * sg_optim_free before its context and before freeing any of its parameters.
  * An optimizer is used by one thread at a time; its kernels use the context's threads and
- * are bitwise deterministic for any thread count.
+ * are bitwise deterministic for any thread count. Optimizers that sum duplicate rows keep
+ * 8 bytes of scratch per row of their largest parameter (grouping without a sort); a step
+ * allocates from the step arena only (exact lazy SGD under a changing learning rate also
+ * grows its history, amortised).
+ *
+ * Fused updates: an embedding given sg_embedding_opts.fused = opt applies opt's update to
+ * the rows it looked up inside its backward and stores no gradient for the table (which
+ * must be a parameter of opt). The update uses the learning rate of the coming
+ * sg_optim_step (steps + 1) and counts as one step of the table (a table looked up by two
+ * fused embeddings in one step takes two steps); call sg_optim_step after the backward as
+ * usual so that the step count advances.
  *
  * Errors (every function below): SG_ERR_NULL for a NULL optimizer or parameter,
  * SG_ERR_ARG for out-of-range options, SG_ERR_VALUE for a learning rate (schedule result)
