@@ -3,4 +3,5 @@
 #define SGB_FAMILIES(X)                                                        \
     X(overhead, "tape overhead of a chain of small ops, forward and backward") \
     X(matmul, "dense matmul forward and backward against a naive loop") \
+    X(sparse, "embedding gather/backward, index-add (1 and 2 threads), coalesce") \
     X(optim, "optimizer train steps (fused and unfused), many parameters, dense vs sparse")

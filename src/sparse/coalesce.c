@@ -3,9 +3,13 @@
  * many byte passes as the largest row needs (a pass whose byte is the same for every pair
  * is skipped); then each unique row's values are summed in the original order of its
  * entries. Stability makes the result a function of the input alone: bitwise identical for
- * any thread count. Threads split the pairs into contiguous chunks for the histogram and
- * scatter of each pass (offsets are laid out digit-major, chunk-minor, which keeps the sort
- * stable) and split the unique rows for the summation. */
+ * any thread count. A pair is packed into one 64-bit word (row << 32 | position) when both
+ * fit in 32 bits, halving the sort's memory traffic; otherwise it takes two words.
+ * One thread counts every pass's digits while it makes the pairs; several threads split
+ * the pairs into contiguous chunks for the histogram and scatter of each pass (offsets
+ * laid out digit-major, chunk-minor, which keeps the sort stable) and for the summation
+ * (each chunk owns the runs that start in it). Scratch memory comes from the step arena, which later steps reuse, so a
+ * steady-state coalesce neither mallocs nor faults pages in. */
 #include "sparse.h"
 
 #ifdef _OPENMP
@@ -14,24 +18,65 @@
 
 /* Below this many entries the sort runs on one thread. */
 #define SG__COALESCE_PAR_MIN ((int64_t)1 << 15)
+/* Distance, in sorted entries, at which the summation prefetches the value rows it will
+ * read: they come in sort order, scattered over the values array. */
+#define SG__PREFETCH_AHEAD 8
 
 typedef struct {
     uint64_t row;
     int64_t pos;
-} kv;
+} kv; /* a wide pair */
 
-/* Stable LSD radix sort of a[0..n) by row; b is scratch of the same size, hist holds
- * 256 counters per thread. Returns the array that holds the result (a or b). */
-static kv *radix_sort(kv *a, kv *b, int64_t n, uint64_t max_row, int nt, int64_t *hist)
+static inline uint64_t pair_row(const void *p, int64_t i, bool packed)
 {
-    int passes = 0;
-    while (passes < 8 && (max_row >> (8 * passes)) != 0) passes++;
-    bool par = nt > 1 && n >= SG__COALESCE_PAR_MIN;
+    return packed ? ((const uint64_t *)p)[i] >> 32 : ((const kv *)p)[i].row;
+}
+static inline int64_t pair_pos(const void *p, int64_t i, bool packed)
+{
+    return packed ? (int64_t)(((const uint64_t *)p)[i] & 0xffffffffu) : ((const kv *)p)[i].pos;
+}
+static inline void pair_move(void *dst, int64_t j, const void *src, int64_t i, bool packed)
+{
+    if (packed) ((uint64_t *)dst)[j] = ((const uint64_t *)src)[i];
+    else ((kv *)dst)[j] = ((const kv *)src)[i];
+}
+
+/* Turns counts h[0..256) into starting offsets; true when one digit holds all n pairs
+ * (the pass would not move anything). */
+static bool counts_to_offsets(int64_t *h, int64_t n)
+{
+    int64_t run = 0;
+    bool all = false;
+    for (int d = 0; d < 256; d++) {
+        int64_t c = h[d];
+        all |= c == n;
+        h[d] = run;
+        run += c;
+    }
+    return all;
+}
+
+/* One thread: hist holds every pass's counts already (taken while the pairs were made). */
+static void *radix_serial(void *a, void *b, int64_t n, int passes, bool packed, int64_t *hist)
+{
+    for (int p = 0; p < passes; p++) {
+        int64_t *h = hist + 256 * p;
+        if (counts_to_offsets(h, n)) continue;
+        for (int64_t i = 0; i < n; i++) pair_move(b, h[(pair_row(a, i, packed) >> (8 * p)) & 255]++, a, i, packed);
+        void *s = a;
+        a = b;
+        b = s;
+    }
+    return a;
+}
+
+static void *radix_parallel(void *a, void *b, int64_t n, int passes, bool packed, int nt, int64_t *hist)
+{
     for (int p = 0; p < passes; p++) {
         int shift = 8 * p;
         bool skip = false;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (par)
+#pragma omp parallel num_threads(nt)
 #endif
         {
 #ifdef _OPENMP
@@ -42,7 +87,7 @@ static kv *radix_sort(kv *a, kv *b, int64_t n, uint64_t max_row, int nt, int64_t
             int64_t lo = n * t / T, hi = n * (t + 1) / T;
             int64_t *h = hist + 256 * t;
             memset(h, 0, 256 * sizeof *h);
-            for (int64_t i = lo; i < hi; i++) h[(a[i].row >> shift) & 255]++;
+            for (int64_t i = lo; i < hi; i++) h[(pair_row(a, i, packed) >> shift) & 255]++;
 #ifdef _OPENMP
 #pragma omp barrier
 #pragma omp single
@@ -57,14 +102,14 @@ static kv *radix_sort(kv *a, kv *b, int64_t n, uint64_t max_row, int nt, int64_t
                         run += k;
                         c += k;
                     }
-                    if (c == n) skip = true; /* every pair has this byte */
+                    if (c == n) skip = true;
                 }
             }
             if (!skip)
-                for (int64_t i = lo; i < hi; i++) b[h[(a[i].row >> shift) & 255]++] = a[i];
+                for (int64_t i = lo; i < hi; i++) pair_move(b, h[(pair_row(a, i, packed) >> shift) & 255]++, a, i, packed);
         }
         if (!skip) {
-            kv *s = a;
+            void *s = a;
             a = b;
             b = s;
         }
@@ -72,37 +117,93 @@ static kv *radix_sort(kv *a, kv *b, int64_t n, uint64_t max_row, int nt, int64_t
     return a;
 }
 
-/* Sums the values of entries s[k0..k1) (one row) into dst, in order. */
-static void sum_run(const sg_tensor *t, const kv *s, int64_t k0, int64_t k1, void *dst)
+/* Prefetch hint for address a (no effect where unsupported). */
+#if defined(__GNUC__)
+#define SG__PREFETCH(a) __builtin_prefetch(a)
+#else
+#define SG__PREFETCH(a) ((void)(a))
+#endif
+
+/* Sums the value rows of sorted pairs s[k0..k1) (one run) into dst, in order,
+ * prefetching the rows of the pairs SG__PREFETCH_AHEAD further on. */
+static void sum_run(const sg_tensor *t, const void *s, bool packed, int64_t k0, int64_t k1, void *dst)
 {
-    int64_t D = sg__coo_rowsize(t);
-    SG__DISPATCH_FLOAT(t->dtype, T, {
-        const T *v = t->values->data;
-        T *restrict o = dst;
-        const T *restrict src = v + s[k0].pos * D;
-        for (int64_t j = 0; j < D; j++) o[j] = src[j];
-        for (int64_t k = k0 + 1; k < k1; k++) {
-            src = v + s[k].pos * D;
-            for (int64_t j = 0; j < D; j++) o[j] += src[j];
+    int64_t D = sg__coo_rowsize(t), n = t->nnz;
+    size_t rowbytes = (size_t)D * sg_dtype_size(t->dtype);
+    const unsigned char *raw = t->values->data;
+    for (int64_t k = k0; k < k1; k++) {
+        if (k + SG__PREFETCH_AHEAD < n) {
+            const unsigned char *p = raw + (size_t)pair_pos(s, k + SG__PREFETCH_AHEAD, packed) * rowbytes;
+            for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(p + off);
         }
-    });
+        const unsigned char *src = raw + (size_t)pair_pos(s, k, packed) * rowbytes;
+        SG__DISPATCH_FLOAT(t->dtype, T, {
+            T *restrict o = dst;
+            const T *restrict x = (const T *)src;
+            if (k == k0)
+                for (int64_t j = 0; j < D; j++) o[j] = x[j];
+            else
+                for (int64_t j = 0; j < D; j++) o[j] += x[j];
+        });
+    }
 }
 
-/* Writes the U unique rows of the sorted pairs s (runs start[u]..start[u+1]) into out. */
-static void sum_runs(const sg_tensor *t, const kv *s, const int64_t *start, int64_t U,
-                     sg_tensor *out, int nt)
+/* The summation splits the sorted pairs into C chunks; chunk c handles the runs (rows of
+ * the result) that start in [n*c/C, n*(c+1)/C), following its last run past the chunk's
+ * end. first[c] is the result row of chunk c's first run. */
+static bool run_starts_at(const void *s, int64_t i, bool packed)
 {
+    return i == 0 || pair_row(s, i, packed) != pair_row(s, i - 1, packed);
+}
+
+/* Counts the runs starting in each chunk and turns the counts into first[0..C]; returns
+ * the number of runs U. */
+static int64_t count_runs(const void *s, int64_t n, bool packed, int C, int64_t *first)
+{
+    bool par = C > 1;
+    (void)par;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(C) schedule(static, 1) if (par)
+#endif
+    for (int c = 0; c < C; c++) {
+        int64_t k = 0;
+        for (int64_t i = n * c / C; i < n * (c + 1) / C; i++) k += run_starts_at(s, i, packed);
+        first[c] = k;
+    }
+    int64_t run = 0;
+    for (int c = 0; c < C; c++) {
+        int64_t k = first[c];
+        first[c] = run;
+        run += k;
+    }
+    first[C] = run;
+    return run;
+}
+
+/* Writes every run of the sorted pairs s as one row of out (indices and summed values). */
+static void sum_runs(const sg_tensor *t, const void *s, bool packed, int C, const int64_t *first, sg_tensor *out)
+{
+    int64_t n = t->nnz, U = out->nnz;
     int64_t *oi = out->indices->data;
     unsigned char *o = out->values->data;
     size_t rowbytes = (size_t)sg__coo_rowsize(t) * sg_dtype_size(t->dtype);
-    bool par = nt > 1 && t->nnz * sg__coo_rowsize(t) >= SG__COALESCE_PAR_MIN;
+    bool par = C > 1;
     (void)par;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+#pragma omp parallel for num_threads(C) schedule(static, 1) if (par)
 #endif
-    for (int64_t u = 0; u < U; u++) {
-        sum_run(t, s, start[u], start[u + 1], o + (size_t)u * rowbytes);
-        sg__coo_put_row(oi, t->sparse_dim, U, t->shape, u, (int64_t)s[start[u]].row);
+    for (int c = 0; c < C; c++) {
+        int64_t i = n * c / C, hi = n * (c + 1) / C, u = first[c];
+        while (i < hi && !run_starts_at(s, i, packed)) i++;
+        while (i < hi) {
+            uint64_t row = pair_row(s, i, packed);
+            int64_t j = i + 1;
+            while (j < n && pair_row(s, j, packed) == row) j++;
+            sum_run(t, s, packed, i, j, o + (size_t)u * rowbytes);
+            sg__coo_put_row(oi, t->sparse_dim, U, t->shape, u, (int64_t)row);
+            u++;
+            i = j;
+        }
     }
 }
 
@@ -114,25 +215,30 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     if (t->coalesced) return t;
     int64_t n = t->nnz;
     int nt = sg__threads(ctx);
-    kv *a = sg__malloc(ctx, (size_t)(n ? n : 1) * sizeof *a);
-    kv *b = a ? sg__malloc(ctx, (size_t)(n ? n : 1) * sizeof *b) : NULL;
-    int64_t *hist = b ? sg__malloc(ctx, (size_t)nt * 256 * sizeof *hist) : NULL;
-    int64_t *start = hist ? sg__malloc(ctx, (size_t)(n + 1) * sizeof *start) : NULL;
-    sg_tensor *out = NULL;
-    if (!start) goto done;
+    bool par = nt > 1 && n >= SG__COALESCE_PAR_MIN;
+    uint64_t rows = (uint64_t)sg__coo_rows(t);
+    bool packed = rows <= ((uint64_t)1 << 32) && (uint64_t)n <= ((uint64_t)1 << 32);
+    int passes = 0; /* bytes of the largest possible row; a pass finding one digit is skipped */
+    while (passes < 8 && ((rows - 1) >> (8 * passes)) != 0) passes++;
+    size_t pair = packed ? sizeof(uint64_t) : sizeof(kv);
+    int C = par ? nt : 1;
+    size_t nh = (size_t)(nt > 8 ? nt : 8) * 256;
+    void *a = sg__arena_alloc(ctx, (size_t)(n ? n : 1) * pair);
+    void *b = a ? sg__arena_alloc(ctx, (size_t)(n ? n : 1) * pair) : NULL;
+    int64_t *hist = b ? sg__arena_alloc(ctx, nh * sizeof *hist) : NULL;
+    int64_t *first = hist ? sg__arena_alloc(ctx, (size_t)(C + 1) * sizeof *first) : NULL;
+    if (!first) return NULL;
 
-    uint64_t max_row = 0;
+    if (!par) memset(hist, 0, (size_t)passes * 256 * sizeof *hist);
     for (int64_t e = 0; e < n; e++) {
         uint64_t r = (uint64_t)sg__coo_row(t, e);
-        a[e].row = r;
-        a[e].pos = e;
-        if (r > max_row) max_row = r;
+        if (packed) ((uint64_t *)a)[e] = r << 32 | (uint64_t)e;
+        else ((kv *)a)[e] = (kv){r, e};
+        if (!par)
+            for (int p = 0; p < passes; p++) hist[256 * p + ((r >> (8 * p)) & 255)]++;
     }
-    kv *s = radix_sort(a, b, n, max_row, nt, hist);
-    int64_t U = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (i == 0 || s[i].row != s[i - 1].row) start[U++] = i;
-    start[U] = n;
+    void *s = par ? radix_parallel(a, b, n, passes, packed, nt, hist) : radix_serial(a, b, n, passes, packed, hist);
+    int64_t U = count_runs(s, n, packed, C, first);
 
     int64_t ishape[2] = {t->sparse_dim, U};
     int64_t vshape[SG_MAX_DIMS];
@@ -140,12 +246,7 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     for (int d = 1; d < t->values->ndim; d++) vshape[d] = t->values->shape[d];
     sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
     sg_tensor *val = ind ? sg__tmp(ctx, t->dtype, t->values->ndim, vshape, false) : NULL;
-    out = val ? sg__coo_wrap(ctx, t->ndim, t->shape, t->sparse_dim, ind, val, true) : NULL;
-    if (out) sum_runs(t, s, start, U, out, nt);
-done:
-    sg__free(ctx, start);
-    sg__free(ctx, hist);
-    sg__free(ctx, b);
-    sg__free(ctx, a);
+    sg_tensor *out = val ? sg__coo_wrap(ctx, t->ndim, t->shape, t->sparse_dim, ind, val, true) : NULL;
+    if (out) sum_runs(t, s, packed, C, first, out);
     return out;
 }

@@ -91,6 +91,25 @@ static void renorm_rows(sg_tensor *W, const sg_tensor *idx, double max_norm)
     });
 }
 
+/* out[b] = W[idx[b]] (zeros where idx[b] == pad) for b in [lo, hi). */
+static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, sg_tensor *out, int64_t lo, int64_t hi)
+{
+    int64_t D = W->shape[1];
+    SG__DISPATCH_FLOAT(W->dtype, T, {
+        const T *w = W->data;
+        T *y = out->data;
+        for (int64_t b = lo; b < hi; b++) {
+            int64_t r = sg__idx_at(idx, b);
+            T *restrict dst = y + b * D;
+            const T *restrict src = w + r * D;
+            if (r == pad)
+                for (int64_t j = 0; j < D; j++) dst[j] = 0;
+            else
+                for (int64_t j = 0; j < D; j++) dst[j] = src[j];
+        }
+    });
+}
+
 sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts)
 {
     if (!W || !idx) return NULL;
@@ -117,19 +136,19 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
     if (o.max_norm > 0) renorm_rows(W, idx, o.max_norm);
 
     int64_t B = idx->numel, pad = o.padding_idx;
-    size_t rowbytes = (size_t)D * sg_dtype_size(W->dtype);
-    const unsigned char *w = W->data;
-    unsigned char *y = out->data;
     int nt = sg__threads(ctx);
-    bool par = nt > 1 && B * D >= SG__GATHER_PAR_MIN;
-    (void)par;
+    if (nt <= 1 || B * D < SG__GATHER_PAR_MIN) {
+        gather_rows(W, idx, pad, out, 0, B);
+    } else {
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+#pragma omp parallel num_threads(nt)
+        {
+            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+            gather_rows(W, idx, pad, out, B * t / T, B * (t + 1) / T);
+        }
+#else
+        gather_rows(W, idx, pad, out, 0, B);
 #endif
-    for (int64_t b = 0; b < B; b++) {
-        int64_t r = sg__idx_at(idx, b);
-        if (r == pad) memset(y + (size_t)b * rowbytes, 0, rowbytes);
-        else memcpy(y + (size_t)b * rowbytes, w + (size_t)r * rowbytes, rowbytes);
     }
     if (sg__needs_grad(ctx, 1, &W)) {
         sg_node *nd = sg__node_new(ctx, embedding_backward, "embedding", out, 1, &W);

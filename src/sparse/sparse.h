@@ -30,6 +30,10 @@ static inline int64_t sg__coo_row(const sg_tensor *t, int64_t e)
 static inline void sg__coo_put_row(int64_t *idx, int sparse_dim, int64_t nnz, const int64_t *shape,
                                    int64_t e, int64_t r)
 {
+    if (sparse_dim == 1) {
+        idx[e] = r;
+        return;
+    }
     for (int d = sparse_dim - 1; d >= 0; d--) {
         idx[(int64_t)d * nnz + e] = r % shape[d];
         r /= shape[d];
