@@ -170,14 +170,17 @@ int sg_coo_is_coalesced(const sg_tensor *t);
 sg_tensor *sg_coo_indices(sg_tensor *t);
 sg_tensor *sg_coo_values(sg_tensor *t);
 
-/* Out-of-place coalesce: sorts by index (LSD radix sort) and sums duplicates. Returns a
- * tape tensor, or t itself if t is already coalesced. Not recorded on the tape. */
+/* Out-of-place coalesce: sorts by index (LSD radix sort) and sums duplicates, in their
+ * original order (bitwise identical for any thread count). Returns a tape tensor, or t
+ * itself if t is already coalesced. Not recorded on the tape. Scratch: 16 bytes per entry
+ * (32 when the rows or nnz exceed 2^32) from the step arena. SG_ERR_LAYOUT for dense t. */
 sg_tensor *sg_coalesce(sg_tensor *t);
 /* dst += src for dense dst and COO src of the same shape: an index-add that needs no sort.
  * Parallel over destination rows; bitwise identical for any thread count. Validates src's
- * indices first and changes nothing on error. Not recorded on the tape. */
+ * indices first and changes nothing on error. Not recorded on the tape. Errors:
+ * SG_ERR_NULL, SG_ERR_LAYOUT, SG_ERR_DTYPE (one float dtype), SG_ERR_SHAPE, SG_ERR_INDEX. */
 int sg_index_add_(sg_tensor *dst, const sg_tensor *src);
-/* dst += alpha * src, same rules as sg_index_add_. */
+/* dst += alpha * src, same rules as sg_index_add_; SG_ERR_VALUE for a non-finite alpha. */
 int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alpha);
 
 /* ---------------------------------------------------------------- autograd */
@@ -261,26 +264,57 @@ typedef struct {
 
 /* W (V,D) dense, idx any shape (...) int32/int64 in [0,V) -> (..., D). W's gradient is a
  * COO (V,D) tensor whose values are the incoming gradient buffer and whose indices are
- * idx (no copy for int64 idx), uncoalesced. opts NULL: defaults above. */
+ * idx (no copy for int64 idx), uncoalesced. With padding_idx, entries equal to it are left
+ * out of the gradient (only then are indices and values copied). opts NULL: defaults
+ * above. idx must stay alive and unchanged until the backward. Errors: SG_ERR_LAYOUT,
+ * SG_ERR_DTYPE, SG_ERR_SHAPE (W not 2-D, idx over 3-D), SG_ERR_INDEX (checked before
+ * max_norm writes anything), SG_ERR_ARG (padding_idx outside [0,V) and not -1, max_norm
+ * negative or not finite). */
 sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
 
 typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
 /* W (V,D), idx (N) flat, offsets (B) start of each bag (non-decreasing, offsets[0] == 0),
- * per_sample_weights (N) or NULL (sum mode only) -> (B,D). Empty bags give zero rows. */
+ * per_sample_weights (N) or NULL (sum mode only) -> (B,D). Empty bags give zero rows.
+ * W's gradient is COO (V,D) with one row per entry of idx (indices: idx, no copy for
+ * int64); in max mode each output element's gradient goes to the first entry that attains
+ * the maximum. per_sample_weights get a dense gradient. idx and offsets must stay alive
+ * and unchanged until the backward. Errors: SG_ERR_INDEX (idx outside [0,V), offsets
+ * outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
+ * mode, unknown mode), SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
 sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
                             sg_bag_mode mode, sg_tensor *per_sample_weights);
-/* Rows idx (K) of x along dim (dim 0: sparse gradient for x) -> x's shape with dim = K. */
+/* Rows idx (K) of x along dim (dim 0: sparse gradient for x) -> x's shape with dim = K.
+ * x dense float; idx 1-D int32/int64 in [0, x's dim). dim 0: x's gradient is COO with rows
+ * idx and the incoming gradient as values (no copy); other dims: a dense gradient.
+ * Errors: SG_ERR_INDEX, SG_ERR_ARG (dim), SG_ERR_SHAPE, SG_ERR_LAYOUT, SG_ERR_DTYPE. */
 sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx);
-/* Rows [start, end) of x's leading dimension: a view; x's gradient is sparse (COO rows). */
+/* Rows [start, end) of x's leading dimension: a view; x's gradient is sparse (COO rows
+ * [start, end) whose values are the incoming gradient). x dense, ndim >= 1; SG_ERR_INDEX
+ * unless 0 <= start <= end <= x's first dim. */
 sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end);
 
-/* COO -> dense. Backward is non-masked: the full incoming gradient flows to x, unspecified
- * elements included. */
+/* COO and its backward.
+ * Sparse means dense: every op on COO tensors (these and the COO paths of sg_add, sg_scale,
+ * sg_transpose, sg_matmul, sg_sum) has a non-masked backward, so gradients reach
+ * unspecified elements too; only sg_sparse_mask restricts a gradient to a pattern. Hence
+ * sg_sum of a COO leaf gives it a dense gradient of the leaf's shape (every element's
+ * derivative is 1, an O(numel) array), and sg_matmul(COO a, b) gives a a dense
+ * G @ B^T (O(M K N)). When every path from a COO tensor to the leaves goes through a
+ * sg_sparse_mask (possibly via add, scale, transpose), only its gradient on its own
+ * pattern can matter, and these two backwards compute just that: O(nnz).
+ *
+ * COO -> dense (dense x: x itself). Backward is non-masked: the full incoming gradient
+ * flows to x, unspecified elements included. */
 sg_tensor *sg_to_dense(sg_tensor *x);
-/* Dense -> COO with the given sparse_dim, keeping the nonzero (sub)rows, coalesced. */
+/* Dense -> COO with the given sparse_dim (1..ndim, else SG_ERR_ARG), keeping the nonzero
+ * (sub)rows, coalesced; a COO x of that sparse_dim is returned as is (of another:
+ * SG_ERR_LAYOUT). Backward: the incoming gradient flows to x unchanged. */
 sg_tensor *sg_to_sparse(sg_tensor *x, int sparse_dim);
 /* x (dense or COO) restricted to mask's (COO) pattern: a COO result with mask's indices
- * and x's values there. Backward restricts the gradient to the pattern (masked). */
+ * and x's values there. Backward restricts the gradient to the pattern (masked). The
+ * pattern is mask's coalesced indices (a position named twice counts once; mask's values
+ * are ignored); a COO x needs a sparse_dim <= mask's. x's gradient is COO on the pattern,
+ * O(pattern). Errors: SG_ERR_LAYOUT, SG_ERR_SHAPE, SG_ERR_DTYPE. */
 sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
 
 /* ---------------------------------------------------------------- word2vec loss */

@@ -422,4 +422,96 @@ TEST(index_select_and_slice_gradients_are_sparse_rows)
     sg_ctx_free(ctx);
 }
 
+/* ---- allocation failure at every point of a step that uses every sparse path */
+
+typedef struct {
+    long calls, fail_at; /* fail_at <= 0: never */
+} counting;
+static void *count_alloc(void *ud, size_t n)
+{
+    counting *c = ud;
+    c->calls++;
+    if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
+    return malloc(n);
+}
+static void count_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+typedef struct {
+    sg_tensor *W, *B, *idx, *offsets, *mask, *acc;
+} sparse_setup;
+
+static int setup_sparse(sg_ctx *ctx, sparse_setup *s)
+{
+    s->W = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){30, 4}), 1);
+    s->B = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){4, 3}), 1);
+    s->idx = sg_tensor_new(ctx, SG_I32, 1, (int64_t[]){12});
+    s->offsets = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){3});
+    int64_t mi[2 * 5] = {1, 7, 7, 29, 3, 0, 2, 2, 3, 1};
+    s->mask = sg_coo_new(ctx, SG_F64, 2, (int64_t[]){30, 4}, 2, 5, mi, (double[]){1, 1, 1, 1, 1});
+    s->acc = sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){30, 4});
+    if (!s->W || !s->B || !s->idx || !s->offsets || !s->mask || !s->acc) return sg_ctx_status(ctx);
+    for (int i = 0; i < 12; i++) ((int32_t *)sg_tensor_data(s->idx))[i] = (i * 7) % 29;
+    ((int64_t *)sg_tensor_data(s->offsets))[1] = 5;
+    ((int64_t *)sg_tensor_data(s->offsets))[2] = 9;
+    sg_tensor_fill(s->W, 0.5);
+    sg_tensor_fill(s->B, -0.25);
+    return SG_OK;
+}
+
+static int sparse_step(sg_ctx *ctx, sparse_setup *s)
+{
+    sg_tensor *e = sg_sum(sg_embedding(s->W, s->idx, &(sg_embedding_opts){7, 0, NULL}));
+    sg_tensor *g = sg_sum(sg_embedding_bag(s->W, s->idx, s->offsets, SG_BAG_MAX, NULL));
+    sg_tensor *sel = sg_sum(sg_index_select(sg_slice(s->W, 1, 30), 0, s->idx));
+    sg_tensor *m = sg_sparse_mask(s->W, s->mask);
+    sg_tensor *l1 = sg_sum(sg_transpose(sg_add(m, sg_scale(m, 2.0)), 0, 1));
+    sg_tensor *l2 = sg_sum(sg_matmul(m, s->B));
+    sg_tensor *l3 = sg_sum(sg_to_dense(sg_to_sparse(s->W, 1)));
+    sg_tensor *loss = sg_add(sg_add(sg_add(e, g), sg_add(sel, l1)), sg_add(l2, l3));
+    if (!loss) return sg_ctx_status(ctx);
+    int rc = sg_backward(loss);
+    if (rc) return rc;
+    sg_tensor *c = sg_coalesce(sg_add(m, m));
+    if (!c) return sg_ctx_status(ctx);
+    rc = sg_index_add_(s->acc, c);
+    sg_tape_reset(ctx);
+    return rc;
+}
+
+TEST(allocation_failure_at_every_point_of_a_sparse_step)
+{
+    counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}, .threads = 1});
+    sparse_setup s;
+    CHECK(setup_sparse(ctx, &s) == SG_OK);
+    long setup_calls = c.calls;
+    CHECK_STATUS(ctx, sparse_step(ctx, &s), SG_OK);
+    long total = c.calls;
+    double want = sg_tensor_get(s.acc, 7 * 4 + 2);
+    CHECK(want == 2 * 0.5); /* m + m; the mask names (7,2) twice, its pattern once */
+    sg_ctx_free(ctx);
+    int failures_seen = 0;
+    for (long n = setup_calls + 1; n <= total; n++) {
+        counting f = {0, n};
+        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &f}, .threads = 1});
+        if (!fc || setup_sparse(fc, &s) != SG_OK) {
+            CHECK(0);
+            sg_ctx_free(fc);
+            continue;
+        }
+        int rc = sparse_step(fc, &s);
+        if (rc) {
+            failures_seen++;
+            CHECK_STATUS(fc, rc, SG_ERR_NOMEM);
+            CHECK(sg_tensor_get(s.acc, 7 * 4 + 2) == 0); /* the index-add never ran */
+        }
+        sg_ctx_free(fc);
+    }
+    CHECK(failures_seen > 0);
+}
+
 TEST_MAIN()
