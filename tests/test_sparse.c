@@ -195,6 +195,40 @@ TEST(index_add_is_bitwise_equal_for_1_and_2_threads)
     sg_ctx_free(ctx);
 }
 
+TEST(index_add_skewed_rows_any_thread_count)
+{
+    /* Zipf-like rows (most entries hit a few low rows), a 2-D sparse index, and thread
+     * counts whose cut points fall in different places: all bitwise equal to one thread. */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t shape[3] = {300, 40, 8}, nnz = 30000;
+    int64_t *idx = malloc((size_t)(2 * nnz) * sizeof *idx);
+    float *val = malloc((size_t)(nnz * 8) * sizeof *val);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = (int64_t)(rnd() % (1 + rnd() % 12000));
+        idx[e] = r / 40, idx[nnz + e] = r % 40;
+    }
+    for (int64_t i = 0; i < nnz * 8; i++) val[i] = (float)rnd_unit() * 100.0f;
+    sg_tensor *src = sg_coo_new(ctx, SG_F32, 3, shape, 2, nnz, idx, val);
+    sg_tensor *ref = sg_tensor_new(ctx, SG_F32, 3, shape);
+    sg_ctx_set_threads(ctx, 1);
+    CHECK_STATUS(ctx, sg_index_add_scaled_(ref, src, 0.3), SG_OK);
+    int threads[4] = {2, 3, 7, 64};
+    for (int k = 0; k < 4; k++) {
+        sg_tensor *d = sg_tensor_new(ctx, SG_F32, 3, shape);
+        sg_ctx_set_threads(ctx, threads[k]);
+        CHECK_STATUS(ctx, sg_index_add_scaled_(d, src, 0.3), SG_OK);
+        CHECK(memcmp(sg_tensor_data(d), sg_tensor_data(ref), (size_t)(300 * 40 * 8) * sizeof(float)) == 0);
+        sg_tensor_free(d);
+    }
+    /* and the reference is right: a plain loop in entry order */
+    float *want = calloc((size_t)(300 * 40 * 8), sizeof *want);
+    for (int64_t e = 0; e < nnz; e++)
+        for (int j = 0; j < 8; j++) want[(idx[e] * 40 + idx[nnz + e]) * 8 + j] += 0.3f * val[e * 8 + j];
+    CHECK(memcmp(sg_tensor_data(ref), want, (size_t)(300 * 40 * 8) * sizeof(float)) == 0);
+    free(idx), free(val), free(want);
+    sg_ctx_free(ctx);
+}
+
 TEST(index_add_errors_change_nothing)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

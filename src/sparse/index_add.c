@@ -1,9 +1,12 @@
 /* index-add: dense dst += alpha * COO src, the "dense += sparse" accumulation rule.
- * No sort, no atomics: with T threads, thread t owns the destination rows
- * [R*t/T, R*(t+1)/T) and scans every entry of src, adding the ones whose row it owns.
- * Each destination row therefore receives its entries in src's order whatever the thread
- * count, so the result is bitwise identical for any number of threads. For sparse_dim > 1
- * the row is the flattened sparse index. */
+ * No sort, no atomics: with T threads, thread t owns a contiguous range of destination rows
+ * and scans every entry of src, adding the ones whose row it owns. Each destination row
+ * therefore receives its entries in src's order whatever the thread count, so the result
+ * is bitwise identical for any number of threads. The ranges balance entries, not rows
+ * (embedding traffic is skewed towards frequent rows): the rows are cut into coarse
+ * buckets, each thread counts the entries of its share of the buckets, and every thread
+ * derives the same cut points from the counts. For sparse_dim > 1 the row is the flattened
+ * sparse index. */
 #include "sparse.h"
 
 #include <math.h>
@@ -38,21 +41,54 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
     });
 }
 
+/* Coarse buckets of rows used to balance the threads' shares of the entries. */
+#define SG__IADD_BUCKETS 4096
+
+/* Row where thread k of T starts: 0 for k = 0, rows for k = T, else the end of the first
+ * bucket by which at least nnz*k/T entries have been counted. */
+static int64_t cut_point(const int64_t *count, int64_t nb, int64_t width, int64_t rows, int64_t nnz, int64_t k,
+                         int64_t T)
+{
+    if (k <= 0) return 0;
+    if (k >= T) return rows;
+    int64_t seen = 0, want = nnz * k / T;
+    for (int64_t b = 0; b < nb; b++) {
+        seen += count[b];
+        if (seen >= want) return (b + 1) * width < rows ? (b + 1) * width : rows;
+    }
+    return rows;
+}
+
 void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha)
 {
-    int64_t rows = sg__coo_rows(src);
-    if (src->nnz == 0 || rows == 0) return;
+    int64_t rows = sg__coo_rows(src), nnz = src->nnz;
+    if (nnz == 0 || rows == 0) return;
     int nt = sg__threads(dst->ctx);
     if (nt > rows) nt = (int)rows;
-    if (nt <= 1 || src->nnz * sg__coo_rowsize(src) < SG__IADD_PAR_MIN) {
+    if (nt <= 1 || nnz * sg__coo_rowsize(src) < SG__IADD_PAR_MIN) {
         add_range(dst, src, alpha, 0, rows);
         return;
     }
 #ifdef _OPENMP
+    int shift = 0; /* buckets of 2^shift rows, at most SG__IADD_BUCKETS of them */
+    while (((rows - 1) >> shift) >= SG__IADD_BUCKETS) shift++;
+    int64_t width = (int64_t)1 << shift, nb = ((rows - 1) >> shift) + 1;
+    int64_t count[SG__IADD_BUCKETS]; /* entries per bucket */
+    const int64_t *idx = src->indices->data;
+    bool flat = src->sparse_dim == 1;
 #pragma omp parallel num_threads(nt)
     {
         int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        add_range(dst, src, alpha, rows * t / T, rows * (t + 1) / T);
+        int64_t b0 = nb * t / T, b1 = nb * (t + 1) / T; /* buckets this thread counts */
+        for (int64_t b = b0; b < b1; b++) count[b] = 0;
+        for (int64_t e = 0; e < nnz; e++) {
+            int64_t b = (flat ? idx[e] : sg__coo_row(src, e)) >> shift;
+            if (b >= b0 && b < b1) count[b]++;
+        }
+#pragma omp barrier
+        int64_t lo = cut_point(count, nb, width, rows, nnz, t, T);
+        int64_t hi = cut_point(count, nb, width, rows, nnz, t + 1, T);
+        if (hi > lo) add_range(dst, src, alpha, lo, hi);
     }
 #else
     add_range(dst, src, alpha, 0, rows);
