@@ -1,0 +1,335 @@
+/* Word vectors in word2vec's text and binary formats (sg_wordvec_*).
+ *
+ * Invariants: an sg_wordvec owns one character buffer holding every word NUL-terminated
+ * (offsets[i] is word i's start), a persistent (V,D) f32 tensor, and an open-addressing
+ * hash table of row numbers (capacity a power of two, at least 2V, -1 = empty slot).
+ * Words are unique. All memory comes from the context's allocator and is given back by
+ * sg_wordvec_free, which must run before sg_ctx_free.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct sg_wordvec {
+    sg_ctx *ctx;
+    int64_t count, dim;
+    char *chars;
+    size_t chars_cap;
+    int64_t *offsets;
+    sg_tensor *vectors;
+    int64_t *slots;
+    int64_t n_slots;
+};
+
+#define WV_MAX_WORD 4096 /* longest word accepted when reading, in bytes */
+
+static bool is_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static uint64_t hash_word(const char *w)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *w; w++) h = (h ^ (unsigned char)*w) * 1099511628211ull;
+    return h;
+}
+
+static bool host_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+static void swap4(void *p)
+{
+    unsigned char *b = p, t = b[0];
+    b[0] = b[3];
+    b[3] = t;
+    t = b[1];
+    b[1] = b[2];
+    b[2] = t;
+}
+
+/* ---- writing */
+
+int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
+                     int binary)
+{
+    if (!table) return SG_ERR_NULL;
+    sg_ctx *ctx = table->ctx;
+    if (!path || !words) return sg__failc(ctx, SG_ERR_NULL, "sg_wordvec_write: NULL path or words");
+    if (table->layout != SG_DENSE)
+        return sg__failc(ctx, SG_ERR_LAYOUT, "sg_wordvec_write: table must be dense");
+    if (!sg__is_float(table->dtype))
+        return sg__failc(ctx, SG_ERR_DTYPE, "sg_wordvec_write: table must be f32 or f64");
+    if (table->ndim != 2)
+        return sg__failc(ctx, SG_ERR_SHAPE, "sg_wordvec_write: table must be (V,D), has %d dims",
+                         table->ndim);
+    const int64_t V = table->shape[0], D = table->shape[1];
+    for (int64_t i = 0; i < V; i++) {
+        const char *w = words[i];
+        if (!w || !*w)
+            return sg__failc(ctx, SG_ERR_ARG, "sg_wordvec_write: word %lld is NULL or empty",
+                             (long long)i);
+        for (const char *p = w; *p; p++)
+            if (is_space((unsigned char)*p))
+                return sg__failc(ctx, SG_ERR_ARG,
+                                 "sg_wordvec_write: word %lld (\"%s\") contains whitespace",
+                                 (long long)i, w);
+    }
+    FILE *f = fopen(path, binary ? "wb" : "w");
+    if (!f)
+        return sg__failc(ctx, SG_ERR_IO, "sg_wordvec_write: cannot open %s: %s", path,
+                         strerror(errno));
+    const bool swap = !host_little_endian();
+    bool ok = fprintf(f, "%lld %lld\n", (long long)V, (long long)D) > 0;
+    for (int64_t i = 0; ok && i < V; i++) {
+        ok = fputs(words[i], f) >= 0;
+        for (int64_t d = 0; ok && d < D; d++) {
+            float v = table->dtype == SG_F32 ? ((const float *)table->data)[i * D + d]
+                                             : (float)((const double *)table->data)[i * D + d];
+            if (binary) {
+                if (d == 0) ok = fputc(' ', f) != EOF;
+                if (swap) swap4(&v);
+                ok = ok && fwrite(&v, sizeof v, 1, f) == 1;
+            } else {
+                ok = fprintf(f, " %.9g", (double)v) > 0;
+            }
+        }
+        if (ok && binary && D == 0) ok = fputc(' ', f) != EOF;
+        ok = ok && fputc('\n', f) != EOF;
+    }
+    if (fclose(f) != 0) ok = false;
+    if (!ok) return sg__failc(ctx, SG_ERR_IO, "sg_wordvec_write: error writing %s", path);
+    return SG_OK;
+}
+
+/* ---- the word store */
+
+void sg_wordvec_free(sg_wordvec *wv)
+{
+    if (!wv) return;
+    sg_ctx *ctx = wv->ctx;
+    sg__free(ctx, wv->chars);
+    sg__free(ctx, wv->offsets);
+    sg__free(ctx, wv->slots);
+    sg_tensor_free(wv->vectors);
+    sg__free(ctx, wv);
+}
+
+int64_t sg_wordvec_count(const sg_wordvec *wv) { return wv ? wv->count : 0; }
+int64_t sg_wordvec_dim(const sg_wordvec *wv) { return wv ? wv->dim : 0; }
+sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv) { return wv ? wv->vectors : NULL; }
+
+const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i)
+{
+    if (!wv || i < 0 || i >= wv->count) return NULL;
+    return wv->chars + wv->offsets[i];
+}
+
+int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word)
+{
+    if (!wv || !word || wv->n_slots == 0) return -1;
+    const uint64_t mask = (uint64_t)wv->n_slots - 1;
+    for (uint64_t s = hash_word(word) & mask;; s = (s + 1) & mask) {
+        int64_t r = wv->slots[s];
+        if (r < 0) return -1;
+        if (strcmp(wv->chars + wv->offsets[r], word) == 0) return r;
+    }
+}
+
+/* Inserts row r (its word already stored); false if the word is already present. */
+static bool insert_word(sg_wordvec *wv, int64_t r)
+{
+    const uint64_t mask = (uint64_t)wv->n_slots - 1;
+    const char *w = wv->chars + wv->offsets[r];
+    for (uint64_t s = hash_word(w) & mask;; s = (s + 1) & mask) {
+        int64_t o = wv->slots[s];
+        if (o < 0) {
+            wv->slots[s] = r;
+            return true;
+        }
+        if (strcmp(wv->chars + wv->offsets[o], w) == 0) return false;
+    }
+}
+
+/* Appends a word (len bytes) to the character buffer, growing it geometrically. */
+static bool push_word(sg_wordvec *wv, int64_t r, const char *w, size_t len, size_t *used)
+{
+    if (*used + len + 1 > wv->chars_cap) {
+        size_t cap = wv->chars_cap ? wv->chars_cap : 4096;
+        while (*used + len + 1 > cap) cap *= 2;
+        char *n = sg__malloc(wv->ctx, cap);
+        if (!n) return false;
+        if (wv->chars) {
+            memcpy(n, wv->chars, *used);
+            sg__free(wv->ctx, wv->chars);
+        }
+        wv->chars = n;
+        wv->chars_cap = cap;
+    }
+    memcpy(wv->chars + *used, w, len);
+    wv->chars[*used + len] = '\0';
+    wv->offsets[r] = (int64_t)*used;
+    *used += len + 1;
+    return true;
+}
+
+/* ---- reading */
+
+/* Reads one whitespace-delimited token (leading whitespace skipped) into buf; returns its
+ * length, 0 at end of file, or -1 if longer than cap - 1. *term gets the character that
+ * ended it (EOF or the whitespace, which is consumed). */
+static long read_token(FILE *f, char *buf, size_t cap, int *term)
+{
+    int c;
+    do c = getc(f);
+    while (c != EOF && is_space(c));
+    size_t n = 0;
+    while (c != EOF && !is_space(c)) {
+        if (n + 1 >= cap) return -1;
+        buf[n++] = (char)c;
+        c = getc(f);
+    }
+    buf[n] = '\0';
+    *term = c;
+    return (long)n;
+}
+
+/* True when the line after the header is "word v1 ... vD" with D numbers, i.e. text. */
+static bool looks_like_text(FILE *f, int64_t D)
+{
+    long start = ftell(f);
+    char tok[WV_MAX_WORD];
+    int term = 0;
+    bool text = read_token(f, tok, sizeof tok, &term) > 0 && term != '\n';
+    for (int64_t d = 0; text && d < D; d++) {
+        long n = read_token(f, tok, sizeof tok, &term);
+        char *end;
+        if (n <= 0) {
+            text = false;
+            break;
+        }
+        (void)strtod(tok, &end);
+        text = *end == '\0' && (d + 1 < D ? term != '\n' : (term == '\n' || term == EOF ||
+                                                            term == ' ' || term == '\r'));
+    }
+    fseek(f, start, SEEK_SET);
+    return text;
+}
+
+sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
+{
+    if (!ctx) return NULL;
+    if (!path) return sg__fail(ctx, SG_ERR_NULL, "sg_wordvec_read: NULL path");
+    FILE *f = fopen(path, "rb");
+    if (!f) return sg__fail(ctx, SG_ERR_IO, "sg_wordvec_read: cannot open %s: %s", path, strerror(errno));
+    long long V = -1, D = -1;
+    int c;
+    if (fscanf(f, "%lld %lld", &V, &D) != 2 || V < 0 || D < 1 || D > (1 << 20) ||
+        (V > 0 && V > INT64_MAX / D / 8)) {
+        fclose(f);
+        return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: bad header (want \"V D\")", path);
+    }
+    do c = getc(f);
+    while (c == ' ' || c == '\t' || c == '\r');
+    if (c != '\n') {
+        fclose(f);
+        return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: junk after the header", path);
+    }
+    if (binary < 0) binary = V > 0 && !looks_like_text(f, D);
+
+    sg_wordvec *wv = sg__calloc(ctx, 1, sizeof *wv);
+    if (!wv) {
+        fclose(f);
+        return NULL;
+    }
+    wv->ctx = ctx;
+    wv->dim = D;
+    int64_t shape[2] = {V, D};
+    wv->vectors = sg_tensor_new(ctx, SG_F32, 2, shape);
+    wv->offsets = sg__malloc(ctx, (size_t)(V > 0 ? V : 1) * sizeof *wv->offsets);
+    int64_t slots = 16;
+    while (slots < 2 * V) slots *= 2;
+    wv->slots = sg__malloc(ctx, (size_t)slots * sizeof *wv->slots);
+    wv->n_slots = slots;
+    if (!wv->vectors || !wv->offsets || !wv->slots) {
+        sg_wordvec_free(wv);
+        fclose(f);
+        return NULL;
+    }
+    for (int64_t s = 0; s < slots; s++) wv->slots[s] = -1;
+
+    float *vec = wv->vectors->data;
+    const bool swap = !host_little_endian();
+    char tok[WV_MAX_WORD];
+    size_t used = 0;
+    const char *why = NULL;
+    int64_t r = 0;
+    for (; r < V && !why; r++) {
+        int term = 0;
+        long n = read_token(f, tok, sizeof tok, &term);
+        if (n <= 0) {
+            why = n < 0 ? "word too long" : "file ends early";
+            break;
+        }
+        if (!push_word(wv, r, tok, (size_t)n, &used)) {
+            why = "out of memory";
+            break;
+        }
+        if (!insert_word(wv, r)) {
+            why = "duplicate word";
+            break;
+        }
+        float *row = vec + r * D;
+        if (binary) {
+            if (term != ' ') {
+                why = "no space after the word";
+                break;
+            }
+            if (fread(row, sizeof(float), (size_t)D, f) != (size_t)D) {
+                why = "file ends inside a vector";
+                break;
+            }
+            for (int64_t d = 0; d < D; d++) {
+                if (swap) swap4(&row[d]);
+                if (!isfinite(row[d])) why = "value is not finite";
+            }
+        } else {
+            for (int64_t d = 0; d < D && !why; d++) {
+                if (term == '\n' || term == EOF) {
+                    why = "line has too few values";
+                    break;
+                }
+                char *end;
+                if (read_token(f, tok, sizeof tok, &term) <= 0) {
+                    why = "line has too few values";
+                    break;
+                }
+                row[d] = strtof(tok, &end);
+                if (*end != '\0' || !isfinite(row[d])) why = "value is not a finite number";
+            }
+            while (!why && term != '\n' && term != EOF) {
+                term = getc(f);
+                if (term != '\n' && term != EOF && !is_space(term))
+                    why = "line has too many values";
+            }
+        }
+    }
+    fclose(f);
+    if (why) {
+        if (strcmp(why, "out of memory") == 0) {
+            sg_wordvec_free(wv);
+            return NULL;
+        }
+        sg_wordvec_free(wv);
+        return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: record %lld: %s", path,
+                        (long long)r + 1, why);
+    }
+    wv->count = V;
+    return wv;
+}

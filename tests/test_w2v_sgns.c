@@ -1,0 +1,290 @@
+/* sg_sgns_loss: gradients against finite differences (sg_gradcheck, f64), the loss against
+ * a naive loop, the COO gradient against the same loss built from general ops, the fused
+ * SGD update against W - lr * gradient, bitwise determinism across thread counts, the
+ * Hogwild path against a sequential per-example loop, and input errors. */
+#include "testutil.h"
+
+#include <stdint.h>
+
+typedef struct {
+    sg_tensor *targets;
+} sgns_ud;
+
+static sg_tensor *sgns_fn(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    return sg_sgns_loss(in[0], in[1], ((sgns_ud *)ud)->targets, NULL);
+}
+
+static double naive_loss(const double *h, const double *W, const int64_t *t, int B, int T,
+                         int D)
+{
+    double L = 0;
+    for (int i = 0; i < B; i++)
+        for (int c = 0; c < T; c++) {
+            double s = 0;
+            for (int d = 0; d < D; d++) s += W[t[i * T + c] * D + d] * h[i * D + d];
+            double p = 1 / (1 + exp(c == 0 ? -s : s)); /* sigmoid(+-s) */
+            L -= log(p);
+        }
+    return L;
+}
+
+static sg_tensor *filled(sg_ctx *ctx, sg_dtype dt, int64_t r, int64_t c, double lo, double hi)
+{
+    int64_t shape[2] = {r, c};
+    sg_tensor *x = sg_tensor_new(ctx, dt, 2, shape);
+    sg_tensor_fill_uniform(x, lo, hi);
+    return x;
+}
+
+TEST(gradcheck_and_naive_loss)
+{
+    sg_ctx_opts o = {.seed = 3};
+    sg_ctx *ctx = sg_ctx_new(&o);
+    enum { B = 3, T = 3, D = 4, V = 5 };
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F64, B, D, -1, 1), 1);
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -1, 1), 1);
+    /* row 2 appears three times (duplicates must sum), row 4 never */
+    const int64_t tv[B * T] = {2, 0, 1, 3, 2, 2, 0, 1, 3};
+    int64_t ts[2] = {B, T};
+    for (int dt = 0; dt < 2; dt++) {
+        sg_tensor *tg;
+        if (dt == 0) {
+            tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, tv);
+        } else {
+            int32_t t32[B * T];
+            for (int i = 0; i < B * T; i++) t32[i] = (int32_t)tv[i];
+            tg = sg_tensor_from_data(ctx, SG_I32, 2, ts, t32);
+        }
+        sgns_ud ud = {tg};
+        sg_tensor *ins[2] = {h, W};
+        sg_gradcheck_result res;
+        CHECK_STATUS(ctx, sg_gradcheck(ctx, sgns_fn, &ud, 2, ins, NULL, &res), SG_OK);
+        if (!res.passed)
+            fprintf(stderr, "  input %d element %lld: analytical %g numerical %g\n", res.input,
+                    (long long)res.element, res.analytical, res.numerical);
+        sg_tensor *L = sg_sgns_loss(h, W, tg, NULL);
+        CHECK(L != NULL);
+        CHECK_NEAR(sg_tensor_get(L, 0), naive_loss(sg_tensor_f64(h), sg_tensor_f64(W), tv, B, T, D),
+                   1e-12);
+        sg_tape_reset(ctx);
+        sg_tensor_free(tg);
+    }
+    /* T = 1 (no negatives) and large scores (saturated sigmoid) stay finite and exact */
+    int64_t s1[2] = {B, 1};
+    const int64_t t1[B] = {1, 4, 1};
+    sg_tensor *tg1 = sg_tensor_from_data(ctx, SG_I64, 2, s1, t1);
+    sg_tensor_fill_uniform(W, 20, 30);
+    sg_tensor_fill_uniform(h, -3, -2);
+    sg_tensor *L = sg_sgns_loss(h, W, tg1, NULL);
+    CHECK(L && isfinite(sg_tensor_get(L, 0)));
+    CHECK_NEAR(sg_tensor_get(L, 0), naive_loss(sg_tensor_f64(h), sg_tensor_f64(W), t1, B, 1, D),
+               1e-9 * sg_tensor_get(L, 0));
+    sg_ctx_free(ctx);
+}
+
+/* The same loss from general ops: h rows repeated per target, output rows gathered,
+ * row-wise dots, signs, log-sigmoid, minus the sum. */
+static sg_tensor *graph_loss(sg_ctx *ctx, sg_tensor *h, sg_tensor *W, const int64_t *tv,
+                             int64_t B, int64_t T)
+{
+    int64_t n[1] = {B * T};
+    sg_tensor *rep = sg_tensor_new_tmp(ctx, SG_I64, 1, n);
+    sg_tensor *tf = sg_tensor_new_tmp(ctx, SG_I64, 1, n);
+    sg_tensor *sign = sg_tensor_new_tmp(ctx, SG_F64, 1, n);
+    for (int64_t e = 0; e < B * T; e++) {
+        ((int64_t *)sg_tensor_data(rep))[e] = e / T;
+        ((int64_t *)sg_tensor_data(tf))[e] = tv[e];
+        sg_tensor_f64(sign)[e] = e % T == 0 ? 1 : -1;
+    }
+    sg_tensor *s = sg_rowdot(sg_index_select(h, 0, rep), sg_embedding(W, tf, NULL));
+    return sg_scale(sg_sum(sg_log_sigmoid(sg_mul(s, sign))), -1.0);
+}
+
+static void dense_grad(sg_tensor *x, double *out)
+{
+    sg_tensor *g = sg_tensor_grad(x);
+    for (int64_t i = 0; i < sg_tensor_numel(x); i++) out[i] = g ? sg_tensor_get(g, i) : 0;
+}
+
+TEST(matches_general_ops_and_fused_update)
+{
+    sg_ctx_opts o = {.seed = 5};
+    sg_ctx *ctx = sg_ctx_new(&o);
+    enum { B = 40, T = 6, D = 8, V = 12 };
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F64, B, D, -0.5, 0.5), 1);
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -0.5, 0.5), 1);
+    int64_t tv[B * T];
+    for (int e = 0; e < B * T; e++) tv[e] = (int64_t)(sg_rand_u64(ctx) % V);
+    int64_t ts[2] = {B, T};
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, tv);
+    static double gh_ref[B * D], gw_ref[V * D], gh[B * D], gw[V * D];
+
+    sg_tensor *L = graph_loss(ctx, h, W, tv, B, T);
+    CHECK_STATUS(ctx, sg_backward(L), SG_OK);
+    double l_ref = sg_tensor_get(L, 0);
+    dense_grad(h, gh_ref);
+    dense_grad(W, gw_ref);
+    sg_tape_reset(ctx);
+
+    L = sg_sgns_loss(h, W, tg, NULL);
+    CHECK_STATUS(ctx, sg_backward(L), SG_OK);
+    CHECK_NEAR(sg_tensor_get(L, 0), l_ref, 1e-10);
+    sg_tensor *g = sg_tensor_grad(W);
+    CHECK(g && sg_tensor_layout(g) == SG_COO && sg_coo_nnz(g) == B * T);
+    dense_grad(h, gh);
+    dense_grad(W, gw);
+    double worst = 0;
+    for (int i = 0; i < B * D; i++) worst = fmax(worst, fabs(gh[i] - gh_ref[i]));
+    for (int i = 0; i < V * D; i++) worst = fmax(worst, fabs(gw[i] - gw_ref[i]));
+    CHECK(worst < 1e-12);
+    sg_tape_reset(ctx);
+
+    /* fused: W becomes W - lr * gradient, h still gets its gradient, W gets none */
+    const double lr = 0.3;
+    static double w0[V * D];
+    memcpy(w0, sg_tensor_f64(W), sizeof w0);
+    sg_sgns_opts so = {.fused_sgd_lr = lr};
+    L = sg_sgns_loss(h, W, tg, &so);
+    CHECK_STATUS(ctx, sg_backward(L), SG_OK);
+    CHECK(sg_tensor_grad(W) == NULL);
+    dense_grad(h, gh);
+    worst = 0;
+    for (int i = 0; i < B * D; i++) worst = fmax(worst, fabs(gh[i] - gh_ref[i]));
+    for (int i = 0; i < V * D; i++)
+        worst = fmax(worst, fabs(sg_tensor_f64(W)[i] - (w0[i] - lr * gw_ref[i])));
+    CHECK(worst < 1e-12);
+    sg_ctx_free(ctx);
+}
+
+/* Trains a few fused steps in f32 and returns a checksum-free copy of both tables. */
+static void fused_steps(int threads, float *win_out, float *wout_out, double *loss_out)
+{
+    enum { B = 3000, T = 6, D = 32, V = 50 };
+    sg_ctx_opts o = {.threads = threads, .seed = 11};
+    sg_ctx *ctx = sg_ctx_new(&o);
+    sg_tensor *Win = sg_tensor_requires_grad(filled(ctx, SG_F32, V, D, -0.5, 0.5), 1);
+    sg_tensor *Wout = sg_tensor_requires_grad(filled(ctx, SG_F32, V, D, -0.5, 0.5), 1);
+    sg_sgd_opts sgd = SG_SGD_OPTS_DEFAULT;
+    sgd.lr = 0.05;
+    sg_optim *opt = sg_optim_sgd(ctx, &sgd);
+    sg_optim_add_param(opt, Win);
+    *loss_out = 0;
+    for (int step = 0; step < 3; step++) {
+        int64_t bs[1] = {B}, ts[2] = {B, T};
+        sg_tensor *idx = sg_tensor_new_tmp(ctx, SG_I32, 1, bs);
+        sg_tensor *tg = sg_tensor_new_tmp(ctx, SG_I32, 2, ts);
+        for (int i = 0; i < B; i++) ((int32_t *)sg_tensor_data(idx))[i] = (int32_t)(sg_rand_u64(ctx) % V);
+        for (int i = 0; i < B * T; i++)
+            ((int32_t *)sg_tensor_data(tg))[i] = (int32_t)(sg_rand_u64(ctx) % 7 == 0 ? 0 : sg_rand_u64(ctx) % V);
+        sg_sgns_opts so = {.fused_sgd_lr = 0.05};
+        sg_tensor *L = sg_sgns_loss(sg_embedding(Win, idx, NULL), Wout, tg, &so);
+        CHECK(L != NULL);
+        CHECK_STATUS(ctx, sg_backward(L), SG_OK);
+        CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+        *loss_out += sg_tensor_get(L, 0);
+        sg_tape_reset(ctx);
+    }
+    memcpy(win_out, sg_tensor_f32(Win), sizeof(float) * V * D);
+    memcpy(wout_out, sg_tensor_f32(Wout), sizeof(float) * V * D);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
+TEST(fused_update_is_bitwise_deterministic)
+{
+    static float a_in[50 * 32], a_out[50 * 32], b_in[50 * 32], b_out[50 * 32];
+    double la, lb;
+    fused_steps(1, a_in, a_out, &la);
+    fused_steps(2, b_in, b_out, &lb);
+    CHECK(la == lb);
+    CHECK(memcmp(a_in, b_in, sizeof a_in) == 0);
+    CHECK(memcmp(a_out, b_out, sizeof a_out) == 0);
+    fused_steps(3, b_in, b_out, &lb);
+    CHECK(memcmp(a_out, b_out, sizeof a_out) == 0);
+}
+
+TEST(hogwild_is_sequential_per_example_on_one_thread)
+{
+    /* nondeterministic context, one thread: each example takes h's gradient from the
+     * rows as they are, then updates them, in order: word2vec.c's inner loop. */
+    enum { B = 30, T = 4, D = 6, V = 7 };
+    sg_ctx_opts o = {.threads = 1, .nondeterministic = 1, .seed = 9};
+    sg_ctx *ctx = sg_ctx_new(&o);
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F64, B, D, -1, 1), 1);
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -1, 1), 1);
+    int64_t tv[B * T], ts[2] = {B, T};
+    for (int e = 0; e < B * T; e++) tv[e] = (int64_t)(sg_rand_u64(ctx) % V);
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, tv);
+    static double w[V * D], gh[B * D], coef[B * T];
+    memcpy(w, sg_tensor_f64(W), sizeof w);
+    const double *x = sg_tensor_f64(h);
+    for (int i = 0; i < B; i++) /* coefficients at the forward's point */
+        for (int c = 0; c < T; c++) {
+            double s = 0;
+            for (int d = 0; d < D; d++) s += w[tv[i * T + c] * D + d] * x[i * D + d];
+            coef[i * T + c] = 1 / (1 + exp(-s)) - (c == 0);
+        }
+    const double lr = 0.1;
+    for (int i = 0; i < B; i++)
+        for (int c = 0; c < T; c++) {
+            double *r = w + tv[i * T + c] * D;
+            for (int d = 0; d < D; d++) {
+                gh[i * D + d] += coef[i * T + c] * r[d];
+                r[d] -= lr * coef[i * T + c] * x[i * D + d];
+            }
+        }
+    sg_sgns_opts so = {.fused_sgd_lr = lr};
+    CHECK_STATUS(ctx, sg_backward(sg_sgns_loss(h, W, tg, &so)), SG_OK);
+    double worst = 0;
+    for (int i = 0; i < V * D; i++) worst = fmax(worst, fabs(sg_tensor_f64(W)[i] - w[i]));
+    sg_tensor *g = sg_tensor_grad(h);
+    for (int i = 0; g && i < B * D; i++) worst = fmax(worst, fabs(sg_tensor_get(g, i) - gh[i]));
+    CHECK(g != NULL);
+    CHECK(worst < 1e-12);
+    sg_ctx_free(ctx);
+}
+
+TEST(input_errors)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F32, 2, 3, -1, 1), 1);
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F32, 4, 3, -1, 1), 1);
+    int64_t ts[2] = {2, 2};
+    const int64_t bad[4] = {0, 1, 4, 2}; /* 4 is out of [0, 4) */
+    sg_tensor *tg_bad = sg_tensor_from_data(ctx, SG_I64, 2, ts, bad);
+    const int64_t neg[4] = {0, -1, 2, 2};
+    sg_tensor *tg_neg = sg_tensor_from_data(ctx, SG_I64, 2, ts, neg);
+    const int64_t ok[4] = {0, 1, 2, 3};
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, ok);
+    sg_sgns_opts so = {.fused_sgd_lr = 0.1};
+    CHECK(sg_sgns_loss(h, W, tg_bad, &so) == NULL);
+    CHECK(sg_ctx_status(ctx) == SG_ERR_INDEX);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    CHECK(sg_sgns_loss(h, W, tg_neg, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_INDEX);
+    sg_tensor *W5 = filled(ctx, SG_F32, 4, 5, -1, 1); /* D differs */
+    CHECK(sg_sgns_loss(h, W5, tg, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_SHAPE);
+    int64_t t3[2] = {3, 2};
+    const int64_t v3[6] = {0, 1, 2, 3, 0, 1};
+    sg_tensor *tg3 = sg_tensor_from_data(ctx, SG_I64, 2, t3, v3); /* B differs */
+    CHECK(sg_sgns_loss(h, W, tg3, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_SHAPE);
+    sg_tensor *W64 = filled(ctx, SG_F64, 4, 3, -1, 1);
+    CHECK(sg_sgns_loss(h, W64, tg, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_DTYPE);
+    CHECK(sg_sgns_loss(h, W, h, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_DTYPE);
+    so.fused_sgd_lr = -1;
+    CHECK(sg_sgns_loss(h, W, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_VALUE);
+    so.fused_sgd_lr = NAN;
+    CHECK(sg_sgns_loss(h, W, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_VALUE);
+    CHECK(sg_sgns_loss(NULL, W, tg, NULL) == NULL);
+    CHECK(sg_sgns_loss(h, W, NULL, NULL) == NULL);
+    /* B = 0 is a zero loss */
+    int64_t z[2] = {0, 3}, zt[2] = {0, 2};
+    sg_tensor *h0 = sg_tensor_new(ctx, SG_F32, 2, z);
+    sg_tensor *t0 = sg_tensor_new(ctx, SG_I64, 2, zt);
+    sg_tensor *L0 = sg_sgns_loss(h0, W, t0, NULL);
+    CHECK(L0 && sg_tensor_get(L0, 0) == 0);
+    sg_ctx_free(ctx);
+}
+
+TEST_MAIN()

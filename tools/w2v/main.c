@@ -1,0 +1,198 @@
+/* sgrad-w2v command line: word2vec.c's flags and defaults for training, plus query modes
+ * (-neighbors, -analogy, -evaluate). Everything it prints besides query answers goes to
+ * stderr.
+ */
+#include "w2v.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "sgrad-w2v: word2vec (skip-gram / CBOW with negative sampling) on sgrad\n"
+            "\n"
+            "Training:\n"
+            "  sgrad-w2v -train FILE -output FILE [options]\n"
+            "    -size N        vector dimension (100)\n"
+            "    -window N      max skip length between words (5)\n"
+            "    -negative N    negative examples per true one (5)\n"
+            "    -sample X      subsampling threshold for frequent words (1e-3; 0 = off)\n"
+            "    -min-count N   drop words seen fewer than N times (5)\n"
+            "    -iter N        epochs (5)\n"
+            "    -alpha X       starting learning rate (0.025 skip-gram, 0.05 CBOW)\n"
+            "    -threads N     threads (all cores)\n"
+            "    -cbow 0|1      1: CBOW, 0: skip-gram (1, as word2vec.c)\n"
+            "    -binary 0|1    write the binary format (0: text)\n"
+            "    -seed N        random seed (1)\n"
+            "    -batch N       examples per sgrad step (2048)\n"
+            "    -hogwild 0|1   1: Hogwild-style racy updates, faster, not reproducible;\n"
+            "                   0: bitwise identical vectors for any -threads (default)\n"
+            "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"
+            "                   from sg_index_select, sg_embedding, sg_rowdot, sg_log_sigmoid\n"
+            "Queries:\n"
+            "  sgrad-w2v -neighbors VECTORS -words w1,w2,...   10 nearest by cosine\n"
+            "  sgrad-w2v -analogy VECTORS a b c               best d for a:b :: c:d\n"
+            "  sgrad-w2v -evaluate VECTORS -questions FILE [-restrict N]\n"
+            "                   analogy accuracy (3CosAdd) over the N most frequent words\n"
+            "                   (30000)\n");
+}
+
+static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    w2v_config cfg;
+    w2v_config_default(&cfg);
+    const char *neighbors = NULL, *words = NULL, *analogy = NULL, *evaluate = NULL,
+               *questions = NULL;
+    const char *abc[3] = {NULL, NULL, NULL};
+    int64_t restrict_ = 30000, k = 10;
+    if (argc == 1) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "-help") || !strcmp(f, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(f, "-analogy")) {
+            if (i + 4 >= argc) {
+                fprintf(stderr, "sgrad-w2v: -analogy needs VECTORS a b c\n");
+                return 2;
+            }
+            analogy = argv[++i];
+            for (int j = 0; j < 3; j++) abc[j] = argv[++i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sgrad-w2v: %s needs a value (see -help)\n", f);
+            return 2;
+        }
+        const char *a = argv[++i];
+        int64_t n = 0;
+        double x = 0;
+        bool ok = true;
+        if (!strcmp(f, "-train")) cfg.train = a;
+        else if (!strcmp(f, "-output")) cfg.output = a;
+        else if (!strcmp(f, "-neighbors")) neighbors = a;
+        else if (!strcmp(f, "-words")) words = a;
+        else if (!strcmp(f, "-evaluate")) evaluate = a;
+        else if (!strcmp(f, "-questions")) questions = a;
+        else if (!strcmp(f, "-engine")) {
+            if (!strcmp(a, "fused")) cfg.engine = W2V_ENGINE_FUSED;
+            else if (!strcmp(a, "graph")) cfg.engine = W2V_ENGINE_GRAPH;
+            else ok = false;
+        } else if (!strcmp(f, "-size")) ok = parse_int(a, 1, 4096, &n), cfg.size = (int)n;
+        else if (!strcmp(f, "-window")) ok = parse_int(a, 1, 100, &n), cfg.window = (int)n;
+        else if (!strcmp(f, "-negative")) ok = parse_int(a, 0, 100, &n), cfg.negative = (int)n;
+        else if (!strcmp(f, "-iter")) ok = parse_int(a, 1, 100000, &n), cfg.iter = (int)n;
+        else if (!strcmp(f, "-threads")) ok = parse_int(a, 1, 1024, &n), cfg.threads = (int)n;
+        else if (!strcmp(f, "-cbow")) ok = parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
+        else if (!strcmp(f, "-binary")) ok = parse_int(a, 0, 1, &n), cfg.binary = (int)n;
+        else if (!strcmp(f, "-hogwild")) ok = parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
+        else if (!strcmp(f, "-min-count")) ok = parse_int(a, 1, INT64_MAX, &cfg.min_count);
+        else if (!strcmp(f, "-batch")) ok = parse_int(a, 1, 1 << 24, &cfg.batch);
+        else if (!strcmp(f, "-restrict")) ok = parse_int(a, 1, INT64_MAX, &restrict_);
+        else if (!strcmp(f, "-k")) ok = parse_int(a, 1, 64, &k);
+        else if (!strcmp(f, "-seed")) ok = parse_int(a, 0, INT64_MAX, &n), cfg.seed = (uint64_t)n;
+        else if (!strcmp(f, "-sample")) ok = parse_real(a, 0, 1, &cfg.sample);
+        else if (!strcmp(f, "-alpha")) ok = parse_real(a, 1e-12, 10, &x), cfg.alpha = x;
+        else {
+            fprintf(stderr, "sgrad-w2v: unknown flag %s (see -help)\n", f);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sgrad-w2v: bad value for %s: %s\n", f, a);
+            return 2;
+        }
+    }
+
+    if (neighbors || analogy || evaluate) {
+        sg_ctx *ctx = sg_ctx_new(NULL);
+        if (!ctx) return 1;
+        int rc;
+        if (neighbors) {
+            if (!words) {
+                fprintf(stderr, "sgrad-w2v: -neighbors needs -words w1,w2,...\n");
+                sg_ctx_free(ctx);
+                return 2;
+            }
+            rc = w2v_cmd_neighbors(ctx, neighbors, words, (int)k, stdout);
+        } else if (analogy) {
+            rc = w2v_cmd_analogy(ctx, analogy, abc[0], abc[1], abc[2], stdout);
+        } else {
+            w2v_eval ev;
+            if (!questions) {
+                fprintf(stderr, "sgrad-w2v: -evaluate needs -questions FILE\n");
+                sg_ctx_free(ctx);
+                return 2;
+            }
+            rc = w2v_cmd_evaluate(ctx, evaluate, questions, restrict_, stdout, &ev);
+        }
+        sg_ctx_free(ctx);
+        return rc < 0 ? 1 : rc;
+    }
+
+    if (!cfg.train) {
+        fprintf(stderr, "sgrad-w2v: -train FILE is required (see -help)\n");
+        return 2;
+    }
+    w2v_vocab v;
+    w2v_vocab_init(&v);
+    if (w2v_vocab_count_file(&v, cfg.train) || w2v_vocab_finalize(&v, cfg.min_count)) {
+        fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
+        w2v_vocab_free(&v);
+        return 1;
+    }
+    fprintf(stderr, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
+                    "(min-count %lld)\n", cfg.train, (long long)v.total_tokens,
+            (long long)v.lines, (long long)v.size, (long long)cfg.min_count);
+    w2v_result res;
+    w2v_model m;
+    if (w2v_train(&cfg, &v, stderr, &res, &m)) {
+        w2v_vocab_free(&v);
+        return 1;
+    }
+    int threads = sg_ctx_threads(m.ctx);
+    fprintf(stderr,
+            "sgrad-w2v: %s, %d epochs, %d threads (%s): %.1f s, %.1fk words/sec/thread, "
+            "final loss %.4f\n",
+            cfg.cbow ? "cbow" : "skip-gram", cfg.iter, threads,
+            cfg.hogwild ? "hogwild, not reproducible" : "deterministic", res.seconds,
+            res.words_per_sec_thread / 1e3, res.final_loss);
+    int rc = 0;
+    if (cfg.output) {
+        if (sg_wordvec_write(cfg.output, m.in, (const char *const *)v.words, cfg.binary)) {
+            fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
+            rc = 1;
+        } else {
+            fprintf(stderr, "sgrad-w2v: wrote %lld x %d vectors to %s (%s)\n",
+                    (long long)v.size, cfg.size, cfg.output, cfg.binary ? "binary" : "text");
+        }
+    }
+    w2v_model_free(&m);
+    w2v_vocab_free(&v);
+    return rc;
+}

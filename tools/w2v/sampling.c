@@ -1,0 +1,94 @@
+/* Sampling tables of sgrad-w2v: frequent-word subsampling thresholds and the noise
+ * distribution for negative sampling.
+ *
+ * Invariants: keep thresholds are in [0, 2^32] (2^32 = always keep). The alias table
+ * satisfies, for every i, P(i) = (threshold[i] + sum over j with alias[j] == i of
+ * (2^32 - threshold[j])) / (n * 2^32), equal to counts[i]^power / sum up to the rounding
+ * of each threshold to an integer (|error| <= 1 / (n * 2^32) per share moved).
+ */
+#include "w2v.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+double w2v_keep_prob(int64_t count, double sample, int64_t train_words)
+{
+    if (sample <= 0 || count <= 0) return 1.0;
+    double t = sample * (double)train_words, c = (double)count;
+    double p = (sqrt(c / t) + 1) * t / c;
+    return p < 1 ? p : 1.0;
+}
+
+uint64_t *w2v_keep_table(const w2v_vocab *v, double sample)
+{
+    uint64_t *k = malloc((size_t)(v->size ? v->size : 1) * sizeof *k);
+    if (!k) return NULL;
+    for (int64_t i = 0; i < v->size; i++) {
+        double p = w2v_keep_prob(v->counts[i], sample, v->train_words);
+        k[i] = p >= 1 ? (uint64_t)1 << 32 : (uint64_t)(p * 4294967296.0);
+    }
+    return k;
+}
+
+void w2v_noise_free(w2v_noise *t)
+{
+    free(t->threshold);
+    free(t->alias);
+    t->threshold = NULL;
+    t->alias = NULL;
+    t->n = 0;
+}
+
+int w2v_noise_init(w2v_noise *t, const int64_t *counts, int64_t n, double power)
+{
+    t->n = n;
+    t->threshold = malloc((size_t)(n ? n : 1) * sizeof *t->threshold);
+    t->alias = malloc((size_t)(n ? n : 1) * sizeof *t->alias);
+    double *q = malloc((size_t)(n ? n : 1) * sizeof *q);
+    int32_t *small = malloc((size_t)(n ? n : 1) * sizeof *small);
+    int32_t *large = malloc((size_t)(n ? n : 1) * sizeof *large);
+    if (!t->threshold || !t->alias || !q || !small || !large || n <= 0 || n > INT32_MAX) {
+        free(q);
+        free(small);
+        free(large);
+        w2v_noise_free(t);
+        return -1;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += pow((double)counts[i], power);
+    /* Vose: q[i] = n * P(i); columns below 1 take the rest of their share from a large one */
+    int64_t ns = 0, nl = 0;
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = pow((double)counts[i], power) * (double)n / sum;
+        t->alias[i] = (int32_t)i;
+        if (q[i] < 1) small[ns++] = (int32_t)i;
+        else large[nl++] = (int32_t)i;
+    }
+    while (ns && nl) {
+        int32_t s = small[--ns], l = large[nl - 1];
+        t->threshold[s] = (uint32_t)(q[s] * 4294967296.0);
+        t->alias[s] = l;
+        q[l] -= 1 - q[s];
+        if (q[l] < 1) {
+            nl--;
+            small[ns++] = l;
+        }
+    }
+    /* leftovers are 1 up to rounding: always themselves */
+    while (nl) t->threshold[large[--nl]] = UINT32_MAX;
+    while (ns) t->threshold[small[--ns]] = UINT32_MAX;
+    free(q);
+    free(small);
+    free(large);
+    return 0;
+}
+
+double w2v_noise_prob(const w2v_noise *t, int64_t i)
+{
+    const double scale = 4294967296.0 * (double)t->n;
+    double p = (double)t->threshold[i];
+    for (int64_t j = 0; j < t->n; j++)
+        if (t->alias[j] == i && j != i) p += 4294967296.0 - (double)t->threshold[j];
+    if (t->threshold[i] == UINT32_MAX) p += 1; /* "always itself" */
+    return p / scale;
+}

@@ -1,0 +1,299 @@
+/* Training loop of sgrad-w2v: the corpus is streamed once per epoch, cut into batches of
+ * examples, and each batch is one sgrad step (ops on the tape, backward, optimizer).
+ *
+ * An example is (input, targets): skip-gram takes one context word as input and the
+ * centre word as the true target, as word2vec.c does; CBOW takes the mean of the context
+ * words' vectors. Each example carries `negative` noise words drawn from unigram^0.75
+ * (redrawn when equal to the true target). Subsampled words are dropped before windows
+ * are formed, and each centre word's window is shrunk to a uniform 1..window.
+ *
+ * Determinism: one random stream (seeded by -seed) drives subsampling, window shrinking
+ * and negatives in corpus order, and the batches do not depend on the thread count, so
+ * with a deterministic context the vectors are bitwise identical for any -threads. With
+ * -hogwild 1 the context is nondeterministic and the fused update runs Hogwild-style.
+ *
+ * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and one
+ * batch's examples and tape: O(batch * (negative + 1) * D) floats.
+ */
+#include "w2v.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void w2v_config_default(w2v_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->size = 100;
+    c->window = 5;
+    c->negative = 5;
+    c->iter = 5;
+    c->threads = 0; /* all available cores */
+    c->cbow = 1;     /* word2vec.c's default */
+    c->min_count = 5;
+    c->sample = 1e-3;
+    c->alpha = -1; /* 0.025 for skip-gram, 0.05 for CBOW */
+    c->batch = 2048;
+    c->seed = 1;
+    c->engine = W2V_ENGINE_FUSED;
+}
+
+void w2v_model_free(w2v_model *m)
+{
+    if (!m) return;
+    sg_ctx_free(m->ctx);
+    memset(m, 0, sizeof *m);
+}
+
+typedef struct {
+    const w2v_config *cfg;
+    const w2v_vocab *v;
+    uint64_t *keep;
+    w2v_noise noise;
+    w2v_rng rng;
+    w2v_reader rd;
+    bool epoch_done;
+    int64_t tokens; /* corpus tokens read, all epochs */
+    /* the current sentence (kept words only) */
+    int32_t sen[W2V_MAX_SENTENCE];
+    int len, pos;
+    /* one batch */
+    int64_t cap;     /* examples */
+    int64_t n;       /* examples in the batch */
+    int32_t *input;  /* skip-gram: (n); CBOW: the bags' words, flat */
+    int64_t n_input;
+    int32_t *offset; /* CBOW: start of each bag in input (n) */
+    int32_t *target; /* (n, 1 + negative) */
+} w2v_trainer;
+
+/* Reads the next sentence: kept in-vocabulary words, at most W2V_MAX_SENTENCE. */
+static void next_sentence(w2v_trainer *t)
+{
+    char word[W2V_MAX_WORD];
+    t->len = t->pos = 0;
+    while (!t->epoch_done) {
+        w2v_tok k = w2v_reader_next(&t->rd, word);
+        if (k == W2V_TOK_EOF) {
+            t->epoch_done = true;
+            break;
+        }
+        if (k == W2V_TOK_EOL) {
+            if (t->len > 0) break;
+            continue;
+        }
+        t->tokens++;
+        int64_t id = w2v_vocab_find(t->v, word);
+        if (id < 0) continue;
+        if ((w2v_rng_next(&t->rng) & 0xffffffffu) >= t->keep[id]) continue;
+        t->sen[t->len++] = (int32_t)id;
+        if (t->len == W2V_MAX_SENTENCE) break;
+    }
+}
+
+static void draw_negatives(w2v_trainer *t, int32_t *row, int32_t positive)
+{
+    for (int k = 1; k <= t->cfg->negative; k++) {
+        int32_t w = w2v_noise_draw(&t->noise, &t->rng);
+        for (int tries = 0; w == positive && tries < 8; tries++)
+            w = w2v_noise_draw(&t->noise, &t->rng);
+        row[k] = w;
+    }
+}
+
+/* Fills the batch from the corpus; n == 0 means the epoch is over. */
+static void fill_batch(w2v_trainer *t)
+{
+    const int W = t->cfg->window, T = t->cfg->negative + 1;
+    const int64_t per_pos = t->cfg->cbow ? 1 : 2 * W;
+    t->n = t->n_input = 0;
+    while (t->n + per_pos <= t->cap) {
+        if (t->pos >= t->len) {
+            next_sentence(t);
+            if (t->len == 0) return;
+        }
+        const int p = t->pos++;
+        const int32_t centre = t->sen[p];
+        const int b = (int)w2v_rng_below(&t->rng, (uint32_t)W);
+        const int lo = p - W + b < 0 ? 0 : p - W + b;
+        const int hi = p + W - b >= t->len ? t->len - 1 : p + W - b;
+        if (t->cfg->cbow) {
+            int64_t start = t->n_input;
+            for (int c = lo; c <= hi; c++)
+                if (c != p) t->input[t->n_input++] = t->sen[c];
+            if (t->n_input == start) continue;
+            t->offset[t->n] = (int32_t)start;
+            int32_t *row = t->target + t->n * T;
+            row[0] = centre;
+            draw_negatives(t, row, centre);
+            t->n++;
+        } else {
+            for (int c = lo; c <= hi; c++) {
+                if (c == p) continue;
+                t->input[t->n] = t->sen[c];
+                int32_t *row = t->target + t->n * T;
+                row[0] = centre;
+                draw_negatives(t, row, centre);
+                t->n++;
+            }
+            t->n_input = t->n;
+        }
+    }
+}
+
+static sg_tensor *tmp_i32(sg_ctx *ctx, int ndim, const int64_t *shape, const int32_t *src)
+{
+    sg_tensor *x = sg_tensor_new_tmp(ctx, SG_I32, ndim, shape);
+    if (x) memcpy(sg_tensor_data(x), src, (size_t)sg_tensor_numel(x) * sizeof *src);
+    return x;
+}
+
+/* One step on the current batch; returns the batch's summed loss or NaN on error. */
+static double step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr)
+{
+    sg_ctx *ctx = m->ctx;
+    const int64_t n = t->n, T = t->cfg->negative + 1;
+    sg_tape_reset(ctx);
+    int64_t s_in[1] = {t->n_input}, s_n[1] = {n}, s_t[2] = {n, T}, s_flat[1] = {n * T};
+    sg_tensor *input = tmp_i32(ctx, 1, s_in, t->input);
+    sg_tensor *h = t->cfg->cbow
+                       ? sg_embedding_bag(m->in, input, tmp_i32(ctx, 1, s_n, t->offset),
+                                          SG_BAG_MEAN, NULL)
+                       : sg_embedding(m->in, input, NULL);
+    sg_tensor *loss;
+    if (t->cfg->engine == W2V_ENGINE_FUSED) {
+        sg_sgns_opts so = {.fused_sgd_lr = lr};
+        loss = sg_sgns_loss(h, m->out, tmp_i32(ctx, 2, s_t, t->target), &so);
+    } else {
+        /* the same loss from general ops: rows of h repeated per target, dot products
+         * with the targets' output rows, signs (+ for the true target), log-sigmoid */
+        sg_tensor *rep = sg_tensor_new_tmp(ctx, SG_I32, 1, s_flat);
+        sg_tensor *sign = sg_tensor_new_tmp(ctx, SG_F32, 1, s_flat);
+        if (rep && sign) {
+            int32_t *r = sg_tensor_data(rep);
+            float *sg = sg_tensor_f32(sign);
+            for (int64_t e = 0; e < n * T; e++) {
+                r[e] = (int32_t)(e / T);
+                sg[e] = e % T == 0 ? 1.0f : -1.0f;
+            }
+        }
+        sg_tensor *hrep = sg_index_select(h, 0, rep);
+        sg_tensor *u = sg_embedding(m->out, tmp_i32(ctx, 1, s_flat, t->target), NULL);
+        sg_tensor *score = sg_mul(sg_rowdot(hrep, u), sign);
+        loss = sg_scale(sg_sum(sg_log_sigmoid(score)), -1.0);
+    }
+    if (!loss || sg_backward(loss) || sg_optim_set_lr(opt, lr) || sg_optim_step(opt)) {
+        fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
+                sg_status_string(sg_ctx_status(ctx)), sg_ctx_message(ctx));
+        return NAN;
+    }
+    return sg_tensor_get(loss, 0);
+}
+
+int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
+              w2v_model *mout)
+{
+    memset(res, 0, sizeof *res);
+    res->vocab_size = v->size;
+    if (v->size < 2) {
+        fprintf(stderr, "sgrad-w2v: vocabulary has %lld words (raise the corpus or lower "
+                        "-min-count)\n", (long long)v->size);
+        return -1;
+    }
+    const int64_t V = v->size, D = cfg->size, T = cfg->negative + 1;
+    const double alpha = cfg->alpha > 0 ? cfg->alpha : (cfg->cbow ? 0.05 : 0.025);
+    w2v_trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.v = v;
+    t.rng.s = cfg->seed;
+    t.cap = cfg->batch;
+    if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
+    t.keep = w2v_keep_table(v, cfg->sample);
+    t.input = malloc((size_t)t.cap * (size_t)(cfg->cbow ? 2 * cfg->window : 1) * sizeof *t.input);
+    t.offset = malloc((size_t)t.cap * sizeof *t.offset);
+    t.target = malloc((size_t)(t.cap * T) * sizeof *t.target);
+    w2v_model m = {0};
+    sg_ctx_opts co = {.threads = cfg->threads, .nondeterministic = cfg->hogwild,
+                      .seed = cfg->seed ? cfg->seed : 42};
+    m.ctx = sg_ctx_new(&co);
+    int rc = -1;
+    sg_optim *opt = NULL;
+    if (!t.keep || !t.input || !t.offset || !t.target || !m.ctx ||
+        w2v_noise_init(&t.noise, v->counts, V, 0.75)) {
+        fprintf(stderr, "sgrad-w2v: out of memory\n");
+        goto done;
+    }
+    int64_t shape[2] = {V, D};
+    m.in = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
+    m.out = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = alpha;
+    opt = sg_optim_sgd(m.ctx, &so);
+    if (!m.in || !m.out || !opt || sg_tensor_fill_uniform(m.in, -0.5 / (double)D, 0.5 / (double)D) ||
+        sg_optim_add_param(opt, m.in) || sg_optim_add_param(opt, m.out)) {
+        fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
+        goto done;
+    }
+
+    const int threads = sg_ctx_threads(m.ctx);
+    w2v_progress pr;
+    w2v_progress_init(&pr, log, threads);
+    const int64_t total = (int64_t)cfg->iter * v->total_tokens;
+    const double t0 = w2v_now();
+    double interval_loss = 0, epoch_loss = 0;
+    int64_t interval_n = 0, epoch_n = 0;
+    for (int ep = 0; ep < cfg->iter; ep++) {
+        if (w2v_reader_open(&t.rd, cfg->train)) {
+            fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
+            goto done;
+        }
+        t.epoch_done = false;
+        t.len = t.pos = 0;
+        epoch_loss = 0;
+        epoch_n = 0;
+        for (;;) {
+            double lr = alpha * (1 - (double)t.tokens / (double)(total + 1));
+            if (lr < alpha * 1e-4) lr = alpha * 1e-4;
+            fill_batch(&t);
+            if (t.n == 0) break;
+            double l = step(&t, &m, opt, lr);
+            if (isnan(l)) {
+                w2v_reader_close(&t.rd);
+                goto done;
+            }
+            interval_loss += l;
+            interval_n += t.n;
+            epoch_loss += l;
+            epoch_n += t.n;
+            res->examples += t.n;
+            if (log && w2v_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
+                w2v_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
+                                    false);
+                interval_loss = 0;
+                interval_n = 0;
+            }
+        }
+        w2v_reader_close(&t.rd);
+    }
+    sg_tape_reset(m.ctx);
+    res->seconds = w2v_now() - t0;
+    res->final_loss = epoch_n ? epoch_loss / (double)epoch_n : NAN;
+    res->words_per_sec_thread =
+        (double)t.tokens / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
+    if (log)
+        w2v_progress_update(&pr, t.tokens, total, alpha * 1e-4,
+                            interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
+    rc = 0;
+
+done:
+    sg_optim_free(opt);
+    w2v_noise_free(&t.noise);
+    free(t.keep);
+    free(t.input);
+    free(t.offset);
+    free(t.target);
+    if (rc == 0 && mout) *mout = m;
+    else w2v_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,222 @@
+/* Corpus reader and vocabulary of sgrad-w2v.
+ *
+ * Invariants: a token is a maximal run of bytes other than space, tab, CR, VT, FF and
+ * newline, cut to W2V_MAX_WORD - 1 bytes; a newline is a sentence end (W2V_TOK_EOL).
+ * The vocabulary's hash maps each word to its index; after w2v_vocab_finalize the words
+ * are in frequency order (count descending, ties by bytes ascending, so the order does not
+ * depend on the corpus order) and every count is >= min_count.
+ */
+#include "w2v.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W2V_READ_BUF (1 << 20)
+
+int w2v_reader_open(w2v_reader *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->f = fopen(path, "rb");
+    if (!r->f) return -1;
+    r->buf = malloc(W2V_READ_BUF);
+    if (!r->buf) {
+        fclose(r->f);
+        r->f = NULL;
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+void w2v_reader_close(w2v_reader *r)
+{
+    if (r->f) fclose(r->f);
+    free(r->buf);
+    memset(r, 0, sizeof *r);
+}
+
+static int reader_getc(w2v_reader *r)
+{
+    if (r->pos == r->len) {
+        if (r->eof) return EOF;
+        r->len = fread(r->buf, 1, W2V_READ_BUF, r->f);
+        r->pos = 0;
+        if (r->len == 0) {
+            r->eof = true;
+            return EOF;
+        }
+    }
+    return r->buf[r->pos++];
+}
+
+static bool is_blank(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+w2v_tok w2v_reader_next(w2v_reader *r, char *word)
+{
+    int c;
+    do c = reader_getc(r);
+    while (is_blank(c));
+    if (c == EOF) return W2V_TOK_EOF;
+    if (c == '\n') return W2V_TOK_EOL;
+    size_t n = 0;
+    while (c != EOF && c != '\n' && !is_blank(c)) {
+        if (n < W2V_MAX_WORD - 1) word[n++] = (char)c;
+        c = reader_getc(r);
+    }
+    word[n] = '\0';
+    if (c == '\n') r->pos--; /* the newline is the next token */
+    return W2V_TOK_WORD;
+}
+
+/* ---- vocabulary */
+
+static uint64_t hash_str(const char *w)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *w; w++) h = (h ^ (unsigned char)*w) * 1099511628211ull;
+    return h;
+}
+
+void w2v_vocab_init(w2v_vocab *v) { memset(v, 0, sizeof *v); }
+
+void w2v_vocab_free(w2v_vocab *v)
+{
+    for (int64_t i = 0; i < v->size; i++) free(v->words[i]);
+    free(v->words);
+    free(v->counts);
+    free(v->slots);
+    memset(v, 0, sizeof *v);
+}
+
+static int rehash(w2v_vocab *v, int64_t n_slots)
+{
+    int64_t *s = malloc((size_t)n_slots * sizeof *s);
+    if (!s) return -1;
+    for (int64_t i = 0; i < n_slots; i++) s[i] = -1;
+    const uint64_t mask = (uint64_t)n_slots - 1;
+    for (int64_t i = 0; i < v->size; i++) {
+        uint64_t k = hash_str(v->words[i]) & mask;
+        while (s[k] >= 0) k = (k + 1) & mask;
+        s[k] = i;
+    }
+    free(v->slots);
+    v->slots = s;
+    v->n_slots = n_slots;
+    return 0;
+}
+
+int64_t w2v_vocab_find(const w2v_vocab *v, const char *word)
+{
+    if (v->n_slots == 0) return -1;
+    const uint64_t mask = (uint64_t)v->n_slots - 1;
+    for (uint64_t k = hash_str(word) & mask;; k = (k + 1) & mask) {
+        int64_t i = v->slots[k];
+        if (i < 0) return -1;
+        if (strcmp(v->words[i], word) == 0) return i;
+    }
+}
+
+int64_t w2v_vocab_add(w2v_vocab *v, const char *word, int64_t count)
+{
+    if (v->n_slots == 0 && rehash(v, 1024)) return -1;
+    const uint64_t mask = (uint64_t)v->n_slots - 1;
+    uint64_t k = hash_str(word) & mask;
+    for (;; k = (k + 1) & mask) {
+        int64_t i = v->slots[k];
+        if (i < 0) break;
+        if (strcmp(v->words[i], word) == 0) {
+            v->counts[i] += count;
+            return i;
+        }
+    }
+    if (v->size == v->cap) {
+        int64_t cap = v->cap ? 2 * v->cap : 1024;
+        char **w = realloc(v->words, (size_t)cap * sizeof *w);
+        if (!w) return -1;
+        v->words = w;
+        int64_t *c = realloc(v->counts, (size_t)cap * sizeof *c);
+        if (!c) return -1;
+        v->counts = c;
+        v->cap = cap;
+    }
+    char *copy = malloc(strlen(word) + 1);
+    if (!copy) return -1;
+    strcpy(copy, word);
+    int64_t i = v->size++;
+    v->words[i] = copy;
+    v->counts[i] = count;
+    v->slots[k] = i;
+    if (2 * v->size > v->n_slots && rehash(v, 2 * v->n_slots)) return -1;
+    return i;
+}
+
+typedef struct {
+    char *word;
+    int64_t count;
+} w2v_entry;
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const w2v_entry *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return strcmp(x->word, y->word);
+}
+
+int w2v_vocab_finalize(w2v_vocab *v, int64_t min_count)
+{
+    w2v_entry *e = malloc((size_t)(v->size ? v->size : 1) * sizeof *e);
+    if (!e) return -1;
+    int64_t n = 0;
+    for (int64_t i = 0; i < v->size; i++) {
+        if (v->counts[i] >= min_count) {
+            e[n].word = v->words[i];
+            e[n++].count = v->counts[i];
+        } else {
+            free(v->words[i]);
+        }
+    }
+    qsort(e, (size_t)n, sizeof *e, entry_cmp);
+    v->train_words = 0;
+    for (int64_t i = 0; i < n; i++) {
+        v->words[i] = e[i].word;
+        v->counts[i] = e[i].count;
+        v->train_words += e[i].count;
+    }
+    free(e);
+    v->size = n;
+    int64_t slots = 1024;
+    while (slots < 2 * n) slots *= 2;
+    return rehash(v, slots);
+}
+
+int w2v_vocab_count_file(w2v_vocab *v, const char *path)
+{
+    w2v_reader r;
+    if (w2v_reader_open(&r, path)) return -1;
+    char word[W2V_MAX_WORD];
+    w2v_tok t;
+    bool line_open = false;
+    while ((t = w2v_reader_next(&r, word)) != W2V_TOK_EOF) {
+        if (t == W2V_TOK_EOL) {
+            v->lines++;
+            line_open = false;
+            continue;
+        }
+        line_open = true;
+        v->total_tokens++;
+        if (w2v_vocab_add(v, word, 1) < 0) {
+            w2v_reader_close(&r);
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    if (line_open) v->lines++;
+    int err = ferror(r.f);
+    w2v_reader_close(&r);
+    if (err) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
