@@ -11,9 +11,11 @@
  * - index_add: dense (V,D) += COO with nnz random rows (duplicates allowed), through
  *   sg_index_add_ (indices validated each call). Reference: the loop dst[idx[e]] += v[e].
  *   The 2-thread row reports its speedup over the 1-thread library row and whether its
- *   result is bitwise equal to the 1-thread one.
+ *   result is bitwise equal to the 1-thread one (its ref_ms is the 1-thread loop again).
  * - coalesce: nnz = 1e6 random rows of V = 1e6 through sg_coalesce (tape reset after
- *   each). Reference: memcpy of the values array. */
+ *   each), on one thread and on two. Reference: memcpy of the values array.
+ * Library and reference runs alternate, so that load from other processes hits both alike;
+ * ms and ref_ms are the medians of each. */
 #include "bench.h"
 #include "sgrad.h"
 
@@ -22,6 +24,36 @@
 #include <string.h>
 
 #define D 64
+
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Medians of lib(ud) and ref(ud) timed alternately (after one warm-up of each), so that a
+ * change in the machine's load affects both alike. */
+static void paired_median(void (*lib)(void *), void (*ref)(void *), void *ud, int reps, double *lib_ms,
+                          double *ref_ms)
+{
+    double tl[201], tr[201];
+    if (reps > 201) reps = 201;
+    if (reps < 1) reps = 1;
+    lib(ud);
+    ref(ud);
+    for (int i = 0; i < reps; i++) {
+        double t0 = sgb_now_ms();
+        lib(ud);
+        double t1 = sgb_now_ms();
+        ref(ud);
+        tr[i] = sgb_now_ms() - t1;
+        tl[i] = t1 - t0;
+    }
+    qsort(tl, (size_t)reps, sizeof *tl, cmp_ms);
+    qsort(tr, (size_t)reps, sizeof *tr, cmp_ms);
+    *lib_ms = tl[reps / 2];
+    *ref_ms = tr[reps / 2];
+}
 
 static int fail(sg_ctx *ctx, const char *what)
 {
@@ -112,8 +144,8 @@ static int bench_embedding(const sgb_cfg *cfg, int threads)
         sg_tensor_fill_uniform(c.G, -1, 1);
         sg_tensor_requires_grad(c.W, 1);
         int reps = sgb_reps(cfg, 51);
-        double ms = sgb_median_ms(emb_lib, &c, reps);
-        double ref = sgb_median_ms(emb_ref, &c, reps);
+        double ms, ref;
+        paired_median(emb_lib, emb_ref, &c, reps, &ms, &ref);
         if (c.err) return fail(ctx, "embedding");
         long long peak, bwd;
         if (emb_memory(V, B, &peak, &bwd)) return fail(ctx, "embedding memory");
@@ -179,12 +211,12 @@ static int bench_index_add(const sgb_cfg *cfg, int threads)
         snprintf(params, sizeof params, "{\"nnz\":%lld,\"V\":%lld,\"D\":%d}", (long long)n, (long long)V, D);
 
         sg_ctx_set_threads(ctx, 1);
-        double ms1 = sgb_median_ms(iadd_lib, &c, reps);
-        double ref = sgb_median_ms(iadd_ref, &c, reps);
+        double ms1, ref, ms2, ref2;
+        paired_median(iadd_lib, iadd_ref, &c, reps, &ms1, &ref);
         sgb_emit("sparse", "index_add", params, ms1, ref, 1, NULL);
 
         sg_ctx_set_threads(ctx, 2);
-        double ms2 = sgb_median_ms(iadd_lib, &c, reps);
+        paired_median(iadd_lib, iadd_ref, &c, reps, &ms2, &ref2);
         /* one add from the same starting point with 1 and with 2 threads */
         size_t bytes = (size_t)(V * D) * sizeof(float);
         float *start = malloc(bytes), *one = malloc(bytes);
@@ -200,7 +232,7 @@ static int bench_index_add(const sgb_cfg *cfg, int threads)
         if (c.err) return fail(ctx, "index_add");
         char extra[96];
         snprintf(extra, sizeof extra, "\"speedup\":%.3g,\"bitwise_equal\":%s", ms1 / ms2, equal ? "true" : "false");
-        sgb_emit("sparse", "index_add", params, ms2, ref, 2, extra);
+        sgb_emit("sparse", "index_add", params, ms2, ref2, 2, extra);
         free(start);
         free(one);
         sg_ctx_free(ctx);
@@ -255,8 +287,8 @@ static int bench_coalesce(const sgb_cfg *cfg, int threads)
     int tcounts[2] = {threads, 2};
     for (int k = 0; k < (threads == 2 ? 1 : 2); k++) {
         sg_ctx_set_threads(ctx, tcounts[k]);
-        double ms = sgb_median_ms(co_lib, &c, reps);
-        double ref = sgb_median_ms(co_ref, &c, reps);
+        double ms, ref;
+        paired_median(co_lib, co_ref, &c, reps, &ms, &ref);
         if (c.err) return fail(ctx, "coalesce");
         snprintf(extra, sizeof extra, "\"unique\":%lld", (long long)c.unique);
         sgb_emit("sparse", "coalesce", params, ms, ref, tcounts[k], extra);

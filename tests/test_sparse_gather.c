@@ -422,6 +422,88 @@ TEST(index_select_and_slice_gradients_are_sparse_rows)
     sg_ctx_free(ctx);
 }
 
+/* ---- the gathers' sparse gradients mean what the dense path's gradients mean: each gather
+ * is a product with a selection matrix S (rows of the identity), computed with sg_matmul */
+
+static sg_tensor *selection(sg_ctx *ctx, const int64_t *rows, int64_t K, int64_t V, const double *weights)
+{
+    sg_tensor *S = sg_tensor_new_tmp(ctx, SG_F64, 2, (int64_t[]){K, V});
+    for (int64_t k = 0; k < K; k++) sg_tensor_f64(S)[k * V + rows[k]] += weights ? weights[k] : 1.0;
+    return S;
+}
+
+/* max |grad(a) - grad(b)| over their dense meanings */
+static double grad_gap(sg_tensor *a, sg_tensor *b, int64_t n)
+{
+    double *ga = meaning(sg_tensor_grad(a), n), *gb = meaning(sg_tensor_grad(b), n), w = 0;
+    for (int64_t i = 0; i < n; i++) w = fmax(w, fabs(ga[i] - gb[i]));
+    free(ga), free(gb);
+    return w;
+}
+
+TEST(gather_gradients_match_the_dense_selection_path)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 9, D = 5, K = 7;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    sg_tensor *W2 = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    sg_tensor_copy(W2, W);
+    int64_t rows[7] = {4, 0, 4, 8, 4, 2, 0};
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){K}, rows);
+    sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){K, D});
+    for (int c = 0; c < 5; c++) {
+        sg_tensor *ys, *yd;
+        switch (c) {
+        case 0: /* embedding */
+            ys = sg_embedding(W, idx, NULL);
+            yd = sg_matmul(selection(ctx, rows, K, V, NULL), W2);
+            break;
+        case 1: /* index_select along dim 0 */
+            ys = sg_index_select(W, 0, idx);
+            yd = sg_matmul(selection(ctx, rows, K, V, NULL), W2);
+            break;
+        case 2: { /* slice [2, 9) */
+            int64_t r[7] = {2, 3, 4, 5, 6, 7, 8};
+            ys = sg_slice(W, 2, 9);
+            yd = sg_matmul(selection(ctx, r, K, V, NULL), W2);
+            break;
+        }
+        case 3: { /* embedding_bag, weighted sums over bags {0,1,2}, {}, {3..6} as 3 rows */
+            sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 3, 3});
+            double w[7] = {0.5, -1, 2, 1.5, 0.25, -0.75, 1};
+            sg_tensor *psw = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){K}, w);
+            ys = sg_embedding_bag(W, idx, off, SG_BAG_SUM, psw);
+            sg_tensor *S = sg_tensor_new_tmp(ctx, SG_F64, 2, (int64_t[]){3, V});
+            for (int k = 0; k < 7; k++) sg_tensor_f64(S)[(k < 3 ? 0 : 2) * V + rows[k]] += w[k];
+            yd = sg_matmul(S, W2);
+            break;
+        }
+        default: { /* an empty selection */
+            sg_tensor *none = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){0});
+            ys = sg_index_select(W, 0, none);
+            yd = sg_matmul(sg_tensor_new_tmp(ctx, SG_F64, 2, (int64_t[]){0, V}), W2);
+            break;
+        }
+        }
+        CHECK(ys != NULL && yd != NULL);
+        if (!ys || !yd) continue;
+        int64_t n = sg_tensor_numel(ys);
+        CHECK(n == sg_tensor_numel(yd));
+        double *ms = meaning(ys, n), *md = meaning(yd, n), w = 0;
+        for (int64_t i = 0; i < n; i++) w = fmax(w, fabs(ms[i] - md[i]));
+        CHECK(w < 1e-12);
+        free(ms), free(md);
+        sg_tensor *g = sg_tensor_new_tmp(ctx, SG_F64, sg_tensor_ndim(ys), sg_tensor_shape(ys));
+        for (int64_t i = 0; i < n; i++) sg_tensor_f64(g)[i] = sg_tensor_f64(G)[i];
+        CHECK_STATUS(ctx, sg_backward_grad(ys, g), SG_OK);
+        CHECK_STATUS(ctx, sg_backward_grad(yd, g), SG_OK);
+        if (n) CHECK(sg_tensor_layout(sg_tensor_grad(W)) == SG_COO); /* sparse path stays sparse */
+        CHECK(grad_gap(W, W2, V * D) < 1e-12);
+        sg_tape_reset(ctx);
+    }
+    sg_ctx_free(ctx);
+}
+
 /* ---- allocation failure at every point of a step that uses every sparse path */
 
 typedef struct {
