@@ -72,6 +72,7 @@ static void *radix_serial(void *a, void *b, int64_t n, int passes, bool packed, 
 
 static void *radix_parallel(void *a, void *b, int64_t n, int passes, bool packed, int nt, int64_t *hist)
 {
+    (void)nt;
     for (int p = 0; p < passes; p++) {
         int shift = 8 * p;
         bool skip = false;

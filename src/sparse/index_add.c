@@ -76,6 +76,7 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
     });
 }
 
+#ifdef _OPENMP
 /* Coarse buckets of rows used to balance the threads' shares of the entries. */
 #define SG__IADD_BUCKETS 4096
 
@@ -93,6 +94,7 @@ static int64_t cut_point(const int64_t *count, int64_t nb, int64_t width, int64_
     }
     return rows;
 }
+#endif
 
 void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha)
 {
