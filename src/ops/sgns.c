@@ -2,17 +2,19 @@
  * with an optional fused plain-SGD update of the output table.
  *
  * Invariants:
- * - The forward checks every target before it writes anything, and saves
- *   coef[i,j] = d loss / d (W[t_ij] . h_i) as a (B,T) tensor of h's dtype.
- * - The backward computes h's whole gradient from W before any row of W is written, so
- *   both gradients are taken at the forward's point (except in Hogwild mode).
- * - Deterministic mode: examples are split into fixed chunks (SGNS_GRAIN) and partial
- *   losses summed in chunk order; the fused update gives each thread the rows r with
- *   r % threads == its number and applies every row's contributions in entry order, so
- *   results are bitwise identical for any thread count.
- * - Hogwild mode (nondeterministic context, fused update): examples run in parallel and
- *   each updates the rows it touches at once, without locks; a row hit from two threads
- *   may lose an update, as in word2vec.c.
+ * - The forward checks every target before it writes anything. When a gradient will be
+ *   needed it saves coef[i,j] = d loss / d (W[t_ij] . h_i) (B,T) and, if h needs one,
+ *   hdir[i] = sum_j coef[i,j] W[t_ij] (B,D) while the rows are in cache: h's gradient is
+ *   the incoming gradient times hdir, taken at the forward's point.
+ * - The backward writes W only after everything it reads from W was read (in the
+ *   forward), so W's update is the gradient at the forward's point too.
+ * - Deterministic mode: examples are split into fixed chunks (SGNS_GRAIN), the loss is
+ *   summed per chunk then over chunks in order; the fused update gives each thread a
+ *   fixed share of the rows (by a hash of the row) and applies each row's contributions
+ *   in entry order, so results are bitwise identical for any thread count.
+ * - Hogwild mode (nondeterministic context, fused update): chunks of examples update
+ *   their rows in parallel without locks; a row hit from two threads at once may lose an
+ *   update, as in word2vec.c. With one thread it equals deterministic mode.
  */
 #include "ops.h"
 
@@ -23,9 +25,7 @@
 
 #define SGNS_GRAIN 64 /* examples per chunk */
 
-/* exp and log1p for the loop's float type */
 #define SGNS_EXP(x) _Generic((x), float: expf, default: exp)(x)
-#define SGNS_LOG1P(x) _Generic((x), float: log1pf, default: log1p)(x)
 
 /* A dot product's reduction may be vectorised: its order is fixed at compile time. */
 #ifdef _OPENMP
@@ -38,13 +38,16 @@
 typedef struct {
     const sg_tensor *h, *W, *tg;
     sg_tensor *coef; /* (B,T) or NULL when no gradient is needed */
-    sg_tensor *gh;   /* backward: h's gradient (B,D) or NULL */
+    sg_tensor *hdir; /* (B,D) or NULL when h needs no gradient */
+    sg_tensor *out;  /* backward: h's gradient, or W's COO values (B*T,D) */
     double *partial; /* forward: one loss partial per chunk */
-    double scale;    /* backward: d loss (the incoming gradient); fused: times -lr */
-    double lr_scale; /* backward, fused Hogwild: -lr * incoming gradient */
+    double scale;    /* backward: the incoming gradient */
+    double lr_scale; /* backward, fused: -lr * incoming gradient */
     int64_t B, T, D;
 } sgns_job;
 
+/* loss_i = sum_j softplus(-+s_ij) = sum_j max(-+s_ij, 0) + log prod_j (1 + exp(-|s_ij|)):
+ * one log per example; the product is kept below 2^1000 by flushing it into the sum. */
 static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
@@ -54,52 +57,56 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
         const F *h = j->h->data;
         const F *W = j->W->data;
         F *coef = j->coef ? j->coef->data : NULL;
+        F *hdir = j->hdir ? j->hdir->data : NULL;
         for (int64_t i = lo; i < hi; i++) {
-            const F *hi_ = h + i * D;
+            const F *x = h + i * D;
+            F *g = hdir ? hdir + i * D : NULL;
+            if (g)
+                for (int64_t d = 0; d < D; d++) g[d] = 0;
+            double prod = 1;
             for (int64_t c = 0; c < T; c++) {
                 const F *w = W + sg__idx_at(j->tg, i * T + c) * D;
                 F s = 0;
                 SGNS_SIMD_SUM(s)
-                for (int64_t d = 0; d < D; d++) s += w[d] * hi_[d];
-                /* e = exp(-|s|): sigmoid(|s|) = 1/(1+e), softplus(+-s) = max(+-s,0) + log1p(e) */
-                F e = SGNS_EXP(s < 0 ? s : -s);
-                F sig = s >= 0 ? (F)1 / ((F)1 + e) : e / ((F)1 + e); /* sigmoid(s) */
-                F l1p = SGNS_LOG1P(e);
-                if (c == 0) { /* -log sigmoid(s) = softplus(-s) */
-                    acc += (double)((s < 0 ? -s : 0) + l1p);
-                    if (coef) coef[i * T + c] = sig - (F)1;
-                } else { /* -log sigmoid(-s) = softplus(s) */
-                    acc += (double)((s > 0 ? s : 0) + l1p);
-                    if (coef) coef[i * T + c] = sig;
+                for (int64_t d = 0; d < D; d++) s += w[d] * x[d];
+                const F e = SGNS_EXP(s < 0 ? s : -s); /* exp(-|s|) */
+                const F sig = s >= 0 ? (F)1 / ((F)1 + e) : e / ((F)1 + e); /* sigmoid(s) */
+                prod *= 1 + (double)e;
+                if (prod > 1e300) {
+                    acc += log(prod);
+                    prod = 1;
                 }
+                F cf;
+                if (c == 0) { /* -log sigmoid(s) */
+                    acc += s < 0 ? -(double)s : 0;
+                    cf = sig - (F)1;
+                } else { /* -log sigmoid(-s) */
+                    acc += s > 0 ? (double)s : 0;
+                    cf = sig;
+                }
+                if (coef) coef[i * T + c] = cf;
+                if (g)
+                    for (int64_t d = 0; d < D; d++) g[d] += cf * w[d];
             }
+            acc += log(prod);
         }
     });
     j->partial[lo / SGNS_GRAIN] = acc;
 }
 
-/* gh_i = scale * sum_c coef_ic W[t_ic] */
-static void sgns_grad_h_range(void *ud, int64_t lo, int64_t hi)
+/* out = scale * hdir */
+static void sgns_scale_range(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
-    const int64_t T = j->T, D = j->D;
     SG__DISPATCH_FLOAT(j->h->dtype, F, {
-        const F *W = j->W->data;
-        const F *coef = j->coef->data;
-        F *gh = j->gh->data;
-        for (int64_t i = lo; i < hi; i++) {
-            F *g = gh + i * D;
-            for (int64_t d = 0; d < D; d++) g[d] = 0;
-            for (int64_t c = 0; c < T; c++) {
-                const F *w = W + sg__idx_at(j->tg, i * T + c) * D;
-                const F a = (F)(j->scale * (double)coef[i * T + c]);
-                for (int64_t d = 0; d < D; d++) g[d] += a * w[d];
-            }
-        }
+        const F *src = j->hdir->data;
+        F *dst = j->out->data;
+        const F a = (F)j->scale;
+        for (int64_t k = lo * j->D; k < hi * j->D; k++) dst[k] = a * src[k];
     });
 }
 
-/* Hogwild: per example, h's gradient from the current rows, then the rows' update. */
+/* Hogwild: the examples of [lo, hi) update their rows in place, in order. */
 static void sgns_hogwild_range(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
@@ -108,47 +115,46 @@ static void sgns_hogwild_range(void *ud, int64_t lo, int64_t hi)
         const F *h = j->h->data;
         const F *coef = j->coef->data;
         F *W = j->W->data;
-        F *gh = j->gh ? j->gh->data : NULL;
-        for (int64_t i = lo; i < hi; i++) {
-            const F *hi_ = h + i * D;
-            F *g = gh ? gh + i * D : NULL;
-            if (g)
-                for (int64_t d = 0; d < D; d++) g[d] = 0;
-            for (int64_t c = 0; c < T; c++) {
-                F *w = W + sg__idx_at(j->tg, i * T + c) * D;
-                const F cf = coef[i * T + c];
-                if (g) {
-                    const F a = (F)(j->scale * (double)cf);
-                    for (int64_t d = 0; d < D; d++) g[d] += a * w[d];
-                }
-                const F u = (F)(j->lr_scale * (double)cf);
-                for (int64_t d = 0; d < D; d++) w[d] += u * hi_[d];
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t e = i * T; e < (i + 1) * T; e++) {
+                F *w = W + sg__idx_at(j->tg, e) * D;
+                const F *x = h + i * D;
+                const F u = (F)(j->lr_scale * (double)coef[e]);
+                for (int64_t d = 0; d < D; d++) w[d] += u * x[d];
             }
-        }
     });
 }
 
-/* Deterministic fused update: thread `part` of `parts` applies, in entry order, the
- * entries whose row r has r % parts == part. */
+/* The part (of `parts`) that owns row r in the deterministic fused update: a
+ * multiplicative hash, so that the frequent rows (low numbers in word2vec's tables) are
+ * spread over the parts and no division sits in the loop. */
+static inline uint32_t sgns_part(int64_t r, uint32_t parts)
+{
+    return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
+}
+
+/* Deterministic fused update: part `part` of `parts` applies, in entry order, the
+ * entries whose row it owns. */
 static void sgns_fused_rows(const sgns_job *j, int part, int parts)
 {
-    const int64_t n = j->B * j->T, D = j->D;
+    const int64_t T = j->T, D = j->D;
     SG__DISPATCH_FLOAT(j->h->dtype, F, {
         const F *h = j->h->data;
         const F *coef = j->coef->data;
         F *W = j->W->data;
-        for (int64_t e = 0; e < n; e++) {
-            int64_t r = sg__idx_at(j->tg, e);
-            if (parts > 1 && r % parts != part) continue;
-            F *w = W + r * D;
-            const F *x = h + (e / j->T) * D;
-            const F u = (F)(j->lr_scale * (double)coef[e]);
-            for (int64_t d = 0; d < D; d++) w[d] += u * x[d];
-        }
+        for (int64_t i = 0; i < j->B; i++)
+            for (int64_t e = i * T; e < (i + 1) * T; e++) {
+                int64_t r = sg__idx_at(j->tg, e);
+                if (parts > 1 && sgns_part(r, (uint32_t)parts) != (uint32_t)part) continue;
+                F *w = W + r * D;
+                const F *x = h + i * D;
+                const F u = (F)(j->lr_scale * (double)coef[e]);
+                for (int64_t d = 0; d < D; d++) w[d] += u * x[d];
+            }
     });
 }
 
-/* values (B*T, D): row e = scale * coef_e * h_{e / T} */
+/* W's COO values (B*T, D): row e = scale * coef_e * h_{e / T} */
 static void sgns_coo_values_range(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
@@ -156,12 +162,12 @@ static void sgns_coo_values_range(void *ud, int64_t lo, int64_t hi)
     SG__DISPATCH_FLOAT(j->h->dtype, F, {
         const F *h = j->h->data;
         const F *coef = j->coef->data;
-        F *v = j->gh->data; /* reused as the values buffer */
+        F *v = j->out->data;
         for (int64_t i = lo; i < hi; i++)
-            for (int64_t c = 0; c < T; c++) {
-                const F a = (F)(j->scale * (double)coef[i * T + c]);
+            for (int64_t e = i * T; e < (i + 1) * T; e++) {
+                const F a = (F)(j->scale * (double)coef[e]);
                 const F *x = h + i * D;
-                F *o = v + (i * T + c) * D;
+                F *o = v + e * D;
                 for (int64_t d = 0; d < D; d++) o[d] = a * x[d];
             }
     });
@@ -183,11 +189,10 @@ static sg_tensor *sgns_coo_grad(sgns_job *j)
             for (int64_t e = 0; e < n; e++) o[e] = sg__idx_at(j->tg, e);
         }
     }
-    sg_tensor *vals = sg__tmp(ctx, j->W->dtype, 2, vshape, false);
-    if (!idx || !vals) return NULL;
-    j->gh = vals;
+    j->out = sg__tmp(ctx, j->W->dtype, 2, vshape, false);
+    if (!idx || !j->out) return NULL;
     sg__op_parallel(ctx, j->B, SGNS_GRAIN, sgns_coo_values_range, j);
-    return sg__coo_wrap(ctx, 2, j->W->shape, 1, idx, vals, false);
+    return sg__coo_wrap(ctx, 2, j->W->shape, 1, idx, j->out, false);
 }
 
 static int sgns_backward(sg_node *n, sg_tensor *gout)
@@ -196,40 +201,36 @@ static int sgns_backward(sg_node *n, sg_tensor *gout)
     sg_ctx *ctx = h->ctx;
     const double g = sg_tensor_get(gout, 0);
     const double lr = n->scalar[0];
-    sgns_job j = {.h = h, .W = W, .tg = tg, .coef = n->saved[0], .scale = g,
-                  .lr_scale = -lr * g, .B = h->shape[0], .T = tg->shape[1], .D = h->shape[1]};
-    const bool fused = lr > 0 && W->requires_grad;
-    sg_tensor *gh = NULL;
-    if (sg__wants_grad(h)) {
-        gh = sg__tmp_like(h, false);
-        if (!gh) return sg__op_status(ctx);
-        j.gh = gh;
-    }
-    if (fused && ctx->nondeterministic) {
-        sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
-    } else {
-        if (gh) sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_grad_h_range, &j);
-        if (fused) {
-            int parts = sg__threads(ctx);
-            if (parts > 1 && j.B * j.T >= 4 * SGNS_GRAIN) {
+    sgns_job j = {.h = h, .W = W, .tg = tg, .coef = n->saved[0], .hdir = n->saved[1],
+                  .scale = g, .lr_scale = -lr * g, .B = h->shape[0], .T = tg->shape[1],
+                  .D = h->shape[1]};
+    if (lr > 0 && W->requires_grad) {
+        const int parts = sg__threads(ctx);
+        if (ctx->nondeterministic) {
+            sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
+        } else if (parts > 1 && j.B * j.T >= 4 * SGNS_GRAIN) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(parts)
-                sgns_fused_rows(&j, omp_get_thread_num(), omp_get_num_threads());
+            sgns_fused_rows(&j, omp_get_thread_num(), omp_get_num_threads());
 #else
-                sgns_fused_rows(&j, 0, 1);
+            sgns_fused_rows(&j, 0, 1);
 #endif
-            } else {
-                sgns_fused_rows(&j, 0, 1);
-            }
-        } else if (sg__wants_grad(W)) {
-            sgns_job jc = j;
-            sg_tensor *gw = sgns_coo_grad(&jc);
-            if (!gw) return sg__op_status(ctx);
-            int rc = sg__accum_grad(W, gw, true);
-            if (rc) return rc;
+        } else {
+            sgns_fused_rows(&j, 0, 1);
         }
+    } else if (sg__wants_grad(W)) {
+        sg_tensor *gw = sgns_coo_grad(&j);
+        if (!gw) return sg__op_status(ctx);
+        int rc = sg__accum_grad(W, gw, true);
+        if (rc) return rc;
     }
-    if (gh) return sg__accum_grad(h, gh, true);
+    if (sg__wants_grad(h) && j.hdir) {
+        if (g == 1.0) return sg__accum_grad(h, j.hdir, false);
+        j.out = sg__tmp_like(h, false);
+        if (!j.out) return sg__op_status(ctx);
+        sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_scale_range, &j);
+        return sg__accum_grad(h, j.out, true);
+    }
     return SG_OK;
 }
 
@@ -244,7 +245,8 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     if (!sg__op_check_float(op, h) || !sg__op_check_float(op, W) ||
         !sg__op_check_pair(op, h, W) || !sg__op_check_dense(op, targets))
         return NULL;
-    if (targets->ctx != ctx) return sg__fail(ctx, SG_ERR_ARG, "%s: operands belong to different contexts", op);
+    if (targets->ctx != ctx)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: operands belong to different contexts", op);
     if (!sg__is_int(targets->dtype))
         return sg__fail(ctx, SG_ERR_DTYPE, "%s: targets are %s, i32 or i64 expected", op,
                         sg__op_dtype_name(targets->dtype));
@@ -262,8 +264,9 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     for (int64_t e = 0; e < B * T; e++) {
         int64_t r = sg__idx_at(targets, e);
         if (r < 0 || r >= V)
-            return sg__fail(ctx, SG_ERR_INDEX, "%s: targets[%lld][%lld] = %lld out of range [0, %lld)",
-                            op, (long long)(e / T), (long long)(e % T), (long long)r, (long long)V);
+            return sg__fail(ctx, SG_ERR_INDEX,
+                            "%s: targets[%lld][%lld] = %lld out of range [0, %lld)", op,
+                            (long long)(e / T), (long long)(e % T), (long long)r, (long long)V);
     }
 
     sg_tensor *ins[3] = {h, W, targets};
@@ -273,10 +276,12 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     double *partial = sg__arena_alloc(ctx, (size_t)(chunks > 0 ? chunks : 1) * sizeof *partial);
     int64_t cshape[2] = {B, T};
     sg_tensor *coef = grad ? sg__tmp(ctx, h->dtype, 2, cshape, false) : NULL;
-    if (!out || !partial || (grad && !coef)) return NULL;
+    sg_tensor *hdir = grad && sg__wants_grad(h) ? sg__tmp_like(h, false) : NULL;
+    if (!out || !partial || (grad && !coef) || (grad && sg__wants_grad(h) && !hdir))
+        return NULL;
 
-    sgns_job j = {.h = h, .W = W, .tg = targets, .coef = coef, .partial = partial,
-                  .B = B, .T = T, .D = h->shape[1]};
+    sgns_job j = {.h = h, .W = W, .tg = targets, .coef = coef, .hdir = hdir,
+                  .partial = partial, .B = B, .T = T, .D = h->shape[1]};
     sg__op_parallel(ctx, B, SGNS_GRAIN, sgns_forward_range, &j);
     double loss = 0;
     for (int64_t c = 0; c < chunks; c++) loss += partial[c];
@@ -286,6 +291,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
         sg_node *n = sg__node_new(ctx, sgns_backward, "sgns_loss", out, 3, ins);
         if (!n) return NULL;
         n->saved[0] = coef;
+        n->saved[1] = hdir;
         n->scalar[0] = lr;
     }
     return out;
