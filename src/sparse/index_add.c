@@ -3,10 +3,9 @@
  * and scans every entry of src, adding the ones whose row it owns. Each destination row
  * therefore receives its entries in src's order whatever the thread count, so the result
  * is bitwise identical for any number of threads. The ranges balance entries, not rows
- * (embedding traffic is skewed towards frequent rows): the rows are cut into coarse
- * buckets, each thread counts the entries of its share of the buckets, and every thread
- * derives the same cut points from the counts. For sparse_dim > 1 the row is the flattened
- * sparse index. */
+ * (embedding traffic is skewed towards frequent rows): a strided sample of the entries'
+ * rows, counted in coarse buckets, places the cut points. For sparse_dim > 1 the row is the
+ * flattened sparse index. */
 #include "sparse.h"
 
 #include <math.h>
@@ -16,8 +15,9 @@
 
 /* Below this many updated elements one thread does the work. */
 #define SG__IADD_PAR_MIN ((int64_t)1 << 15)
-/* Entries ahead at which the destination row is prefetched. */
+/* Entries ahead at which the destination row is prefetched; entries per block. */
 #define SG__IADD_AHEAD 8
+#define SG__IADD_BLOCK 256
 #if defined(__GNUC__)
 #define SG__PREFETCH(a) __builtin_prefetch(a)
 #else
@@ -56,41 +56,52 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
         });
         return;
     }
+    /* Entries go in blocks: first the block's entries whose row is in range are listed
+     * (no branch, so a thread that owns half the rows mispredicts nothing), then added,
+     * with each destination row prefetched a few entries ahead. */
     size_t rowbytes = (size_t)D * sg_dtype_size(dst->dtype);
     unsigned char *raw = dst->data;
-    SG__DISPATCH_FLOAT(dst->dtype, T, {
-        T *restrict d = dst->data;
-        const T *restrict v = src->values->data;
-        T a = (T)alpha;
-        for (int64_t e = 0; e < nnz; e++) {
-            if (e + SG__IADD_AHEAD < nnz) { /* destination rows are random: fetch ahead */
-                int64_t rp = idx[e + SG__IADD_AHEAD];
-                if ((uint64_t)(rp - lo) < span)
-                    for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(raw + (size_t)rp * rowbytes + off);
-            }
-            int64_t r = idx[e];
-            if ((uint64_t)(r - lo) >= span) continue;
-            if (one) SG__ROW_ADD(T, d + r * D, v + e * D, D, a, true);
-            else SG__ROW_ADD(T, d + r * D, v + e * D, D, a, false);
+    int64_t list[SG__IADD_BLOCK];
+    for (int64_t e0 = 0; e0 < nnz; e0 += SG__IADD_BLOCK) {
+        int64_t e1 = e0 + SG__IADD_BLOCK < nnz ? e0 + SG__IADD_BLOCK : nnz, m = 0;
+        for (int64_t e = e0; e < e1; e++) {
+            list[m] = e;
+            m += (uint64_t)(idx[e] - lo) < span;
         }
-    });
+        for (int64_t k = 0; k < m && k < SG__IADD_AHEAD; k++)
+            for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(raw + (size_t)idx[list[k]] * rowbytes + off);
+        SG__DISPATCH_FLOAT(dst->dtype, T, {
+            T *restrict d = dst->data;
+            const T *restrict v = src->values->data;
+            T a = (T)alpha;
+            for (int64_t k = 0; k < m; k++) {
+                if (k + SG__IADD_AHEAD < m)
+                    for (size_t off = 0; off < rowbytes; off += 64)
+                        SG__PREFETCH(raw + (size_t)idx[list[k + SG__IADD_AHEAD]] * rowbytes + off);
+                int64_t e = list[k];
+                if (one) SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, true);
+                else SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, false);
+            }
+        });
+    }
 }
 
 #ifdef _OPENMP
-/* Coarse buckets of rows used to balance the threads' shares of the entries. */
+/* Coarse buckets of rows, and entries sampled, to balance the threads' shares of entries. */
 #define SG__IADD_BUCKETS 4096
+#define SG__IADD_SAMPLES 8192
 
 /* Row where thread k of T starts: 0 for k = 0, rows for k = T, else the end of the first
- * bucket by which at least nnz*k/T entries have been counted. */
-static int64_t cut_point(const int64_t *count, int64_t nb, int64_t width, int64_t rows, int64_t nnz, int64_t k,
+ * bucket (of 2^shift rows) by which at least total*k/T samples have been counted. */
+static int64_t cut_point(const int64_t *count, int64_t nb, int shift, int64_t rows, int64_t total, int64_t k,
                          int64_t T)
 {
     if (k <= 0) return 0;
     if (k >= T) return rows;
-    int64_t seen = 0, want = nnz * k / T;
+    int64_t seen = 0, want = total * k / T;
     for (int64_t b = 0; b < nb; b++) {
         seen += count[b];
-        if (seen >= want) return (b + 1) * width < rows ? (b + 1) * width : rows;
+        if (seen >= want) return ((b + 1) << shift) < rows ? (b + 1) << shift : rows;
     }
     return rows;
 }
@@ -107,24 +118,18 @@ void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha)
         return;
     }
 #ifdef _OPENMP
-    int shift = 0; /* buckets of 2^shift rows, at most SG__IADD_BUCKETS of them */
+    /* A strided sample of the entries' rows, counted in coarse buckets, places the cuts:
+     * cheap, no synchronisation, and a function of the data alone. */
+    int shift = 0;
     while (((rows - 1) >> shift) >= SG__IADD_BUCKETS) shift++;
-    int64_t width = (int64_t)1 << shift, nb = ((rows - 1) >> shift) + 1;
-    int64_t count[SG__IADD_BUCKETS]; /* entries per bucket */
-    const int64_t *idx = src->indices->data;
-    bool flat = src->sparse_dim == 1;
+    int64_t nb = ((rows - 1) >> shift) + 1, count[SG__IADD_BUCKETS] = {0}, total = 0;
+    int64_t stride = nnz > SG__IADD_SAMPLES ? nnz / SG__IADD_SAMPLES : 1;
+    for (int64_t e = 0; e < nnz; e += stride, total++) count[sg__coo_row(src, e) >> shift]++;
 #pragma omp parallel num_threads(nt)
     {
         int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        int64_t b0 = nb * t / T, b1 = nb * (t + 1) / T; /* buckets this thread counts */
-        for (int64_t b = b0; b < b1; b++) count[b] = 0;
-        for (int64_t e = 0; e < nnz; e++) {
-            int64_t b = (flat ? idx[e] : sg__coo_row(src, e)) >> shift;
-            if (b >= b0 && b < b1) count[b]++;
-        }
-#pragma omp barrier
-        int64_t lo = cut_point(count, nb, width, rows, nnz, t, T);
-        int64_t hi = cut_point(count, nb, width, rows, nnz, t + 1, T);
+        int64_t lo = cut_point(count, nb, shift, rows, total, t, T);
+        int64_t hi = cut_point(count, nb, shift, rows, total, t + 1, T);
         if (hi > lo) add_range(dst, src, alpha, lo, hi);
     }
 #else
@@ -154,13 +159,25 @@ static int check_index_add(const char *op, const sg_tensor *dst, const sg_tensor
     /* src may have been assembled by hand from its parts: check its indices. */
     const int64_t *idx = src->indices->data;
     int64_t nnz = src->nnz;
-    for (int d = 0; d < src->sparse_dim; d++)
-        for (int64_t e = 0; e < nnz; e++) {
-            int64_t i = idx[(int64_t)d * nnz + e];
-            if (i < 0 || i >= src->shape[d])
-                return sg__failc(ctx, SG_ERR_INDEX, "%s: index %lld of entry %lld is outside [0, %lld) in dim %d",
-                                 op, (long long)i, (long long)e, (long long)src->shape[d], d);
+    for (int d = 0; d < src->sparse_dim; d++) {
+        const int64_t *row = idx + (int64_t)d * nnz;
+        uint64_t lim = (uint64_t)src->shape[d];
+        int bad = 0;
+#ifdef _OPENMP
+        int nt = sg__threads(ctx);
+        if (nt > 1 && nnz >= SG__IADD_PAR_MIN) {
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
+            for (int64_t e = 0; e < nnz; e++) bad |= (uint64_t)row[e] >= lim;
+        } else
+#endif
+        {
+            for (int64_t e = 0; e < nnz; e++) bad |= (uint64_t)row[e] >= lim;
         }
+        for (int64_t e = 0; bad && e < nnz; e++)
+            if ((uint64_t)row[e] >= lim)
+                return sg__failc(ctx, SG_ERR_INDEX, "%s: index %lld of entry %lld is outside [0, %lld) in dim %d",
+                                 op, (long long)row[e], (long long)e, (long long)src->shape[d], d);
+    }
     return SG_OK;
 }
 
