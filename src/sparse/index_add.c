@@ -56,11 +56,26 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
         });
         return;
     }
-    /* Entries go in blocks: first the block's entries whose row is in range are listed
-     * (no branch, so a thread that owns half the rows mispredicts nothing), then added,
-     * with each destination row prefetched a few entries ahead. */
     size_t rowbytes = (size_t)D * sg_dtype_size(dst->dtype);
     unsigned char *raw = dst->data;
+    if (lo == 0 && hi == sg__coo_rows(src)) { /* every row: a straight pass */
+        SG__DISPATCH_FLOAT(dst->dtype, T, {
+            T *restrict d = dst->data;
+            const T *restrict v = src->values->data;
+            T a = (T)alpha;
+            for (int64_t e = 0; e < nnz; e++) {
+                if (e + SG__IADD_AHEAD < nnz)
+                    for (size_t off = 0; off < rowbytes; off += 64)
+                        SG__PREFETCH(raw + (size_t)idx[e + SG__IADD_AHEAD] * rowbytes + off);
+                if (one) SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, true);
+                else SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, false);
+            }
+        });
+        return;
+    }
+    /* A share of the rows: entries go in blocks; first the block's entries whose row is in
+     * range are listed (no branch, so a thread that owns half the rows mispredicts
+     * nothing), then added, with each destination row prefetched a few entries ahead. */
     int64_t list[SG__IADD_BLOCK];
     for (int64_t e0 = 0; e0 < nnz; e0 += SG__IADD_BLOCK) {
         int64_t e1 = e0 + SG__IADD_BLOCK < nnz ? e0 + SG__IADD_BLOCK : nnz, m = 0;
