@@ -53,7 +53,7 @@ static sg_tensor *targets(sg_ctx *ctx, sg_dtype dt, int n, const int64_t *v)
 typedef enum {
     F_ADD, F_SUB, F_MUL, F_DIV, F_SCALE, F_MATMUL, F_SUM, F_MEAN, F_SUM_DIM, F_MEAN_DIM,
     F_RELU, F_SIGMOID, F_TANH, F_EXP, F_LOG, F_LOG_SIGMOID, F_SOFTMAX, F_LOG_SOFTMAX, F_CE,
-    F_BCE, F_ROWDOT, F_RESHAPE, F_TRANSPOSE, F_CONCAT, F_SQUARE, F_MM_PLUS_X
+    F_BCE, F_ROWDOT, F_RESHAPE, F_TRANSPOSE, F_CONCAT, F_SQUARE, F_MM_PLUS_X, F_ROWDOT_SELF_PLUS
 } fn_id;
 
 typedef struct {
@@ -93,6 +93,7 @@ static sg_tensor *apply(sg_ctx *ctx, sg_tensor *const *in, void *ud)
     case F_CONCAT: return sg_concat(s->n, in);
     case F_SQUARE: return sg_mul(in[0], in[0]);
     case F_MM_PLUS_X: return sg_add(sg_matmul(in[0], in[1]), in[0]);
+    case F_ROWDOT_SELF_PLUS: return sg_add(sg_rowdot(in[0], in[1]), sg_rowdot(in[0], in[0]));
     }
     return NULL;
 }
@@ -259,6 +260,57 @@ TEST(grad_parameter_used_twice)
     GRADCHECK(ctx, ((spec){F_ADD, 0, 0, 0, 0, 0}), 2, x, x);
     GRADCHECK(ctx, ((spec){F_CONCAT, 0, 0, 0, 2, 0}), 2, x, x);
     GRADCHECK(ctx, ((spec){F_ROWDOT, 0, 0, 0, 0, 0}), 2, x, x);
+    sg_ctx_free(ctx);
+}
+
+/* op(x, x) backwards put both operands' terms in one buffer: checked by finite differences,
+ * also when x already holds a gradient from another op, with rows wider than rowdot's
+ * lanes (37 = 2 * 16 + 5) and a batched matmul. */
+TEST(grad_one_tensor_as_both_operands)
+{
+    sg_ctx *ctx = new_ctx(0);
+    sg_tensor *x = P64(ctx, -1, 1, 3, 37), *y = P64(ctx, -1, 1, 3, 37);
+    GRADCHECK(ctx, ((spec){F_ROWDOT, 0, 0, 0, 0, 0}), 2, x, x);
+    GRADCHECK(ctx, ((spec){F_ROWDOT_SELF_PLUS, 0, 0, 0, 0, 0}), 2, x, y);
+    sg_tensor *z = P64(ctx, 0.5, 2, 2, 3); /* divisor away from 0 */
+    GRADCHECK(ctx, ((spec){F_SUB, 0, 0, 0, 0, 0}), 2, z, z);
+    GRADCHECK(ctx, ((spec){F_MUL, 0, 0, 0, 0, 0}), 2, z, z);
+    GRADCHECK(ctx, ((spec){F_DIV, 0, 0, 0, 0, 0}), 2, z, z);
+    sg_tensor *m = P64(ctx, -1, 1, 2, 3, 3);
+    GRADCHECK(ctx, ((spec){F_MATMUL, 0, 0, 0, 0, 0}), 2, m, m);
+    GRADCHECK(ctx, ((spec){F_MM_PLUS_X, 0, 0, 0, 0, 0}), 2, m, m);
+    sg_ctx_free(ctx);
+}
+
+/* f32 rowdot(x, x): forward against a double loop, x's gradient against 2 g[i] x[i,d]
+ * (here g = 1 from the sum), and the backward allocates one (N,D) gradient buffer, not
+ * two plus a sum. */
+TEST(rowdot_of_one_tensor_f32_values_and_one_buffer)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const int64_t widths[] = {1, 15, 16, 17, 64, 100};
+    for (int wi = 0; wi < 6; wi++) {
+        const int64_t N = 200, D = widths[wi];
+        sg_tensor *x = P32(ctx, -1, 1, N, D);
+        sg_tensor *r = sg_rowdot(x, x);
+        sg_tensor *loss = sg_sum(r);
+        CHECK(loss != NULL);
+        if (!loss) break;
+        const float *X = sg_tensor_f32(x);
+        for (int64_t i = 0; i < N; i++) {
+            double acc = 0;
+            for (int64_t d = 0; d < D; d++) acc += (double)X[i * D + d] * X[i * D + d];
+            CHECK_NEAR(sg_tensor_get(r, i), acc, 1e-5 * acc + 1e-6);
+        }
+        size_t before = ctx->arena.used_total;
+        CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+        size_t used = ctx->arena.used_total - before;
+        CHECK(used < (size_t)(N * D) * sizeof(float) + 4096); /* + seed, ones, traversal */
+        sg_tensor *g = sg_tensor_grad(x);
+        CHECK(g && sg_tensor_layout(g) == SG_DENSE);
+        for (int64_t k = 0; g && k < N * D; k++) CHECK(sg_tensor_get(g, k) == 2.0 * X[k]);
+        sg_tape_reset(ctx);
+    }
     sg_ctx_free(ctx);
 }
 
@@ -445,6 +497,13 @@ TEST(values_reductions_against_naive_sums)
                         CHECK_NEAR(sg_tensor_get(rm, o), acc / dims[dim], 1e-12);
                     }
         }
+    /* every length up to three lane groups (the tail of a chunk) */
+    for (int64_t len = 1; len <= 25; len++) {
+        sg_tensor *v = P64(ctx, -1, 1, len);
+        double acc = 0;
+        for (int64_t i = 0; i < len; i++) acc += sg_tensor_f64(v)[i];
+        CHECK_NEAR(sg_tensor_get(sg_sum(v), 0), acc, 1e-13);
+    }
     /* a long f32 sum: chunked in double, close to the exact value */
     sg_tensor *big = P32(ctx, 0, 1, 100003);
     double exact = 0;

@@ -166,18 +166,23 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-/* Gradient of operand `which` (its own shape) from gout; NULL on NOMEM. */
-static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *gout, int which)
+/* Gradient of operand `which` (its own shape) from gout; NULL on NOMEM. With `both` (the
+ * two operands are one tensor) the buffer receives operand 0's terms and then operand 1's:
+ * the whole gradient of that tensor in one buffer. */
+static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *gout, int which,
+                                 bool both)
 {
     sg_tensor *x = n->in[which];
     sg_tensor *g = sg__tmp_like(x, true);
     if (!g) return NULL;
-    bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
-                 gout->data, g->data, which};
-    if (bcast_full(bc, x))
-        sg__op_parallel(x->ctx, bc->numel, SG__OP_GRAIN, bin_grad, &J);
-    else
-        bin_grad(&J, 0, bc->numel); /* reduction: one thread, output order */
+    for (int k = both ? 0 : which; k <= which; k++) {
+        bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
+                     gout->data, g->data, k};
+        if (bcast_full(bc, x))
+            sg__op_parallel(x->ctx, bc->numel, SG__OP_GRAIN, bin_grad, &J);
+        else
+            bin_grad(&J, 0, bc->numel); /* reduction: one thread, output order */
+    }
     return g;
 }
 
@@ -186,6 +191,12 @@ static int bin_backward(sg_node *n, sg_tensor *gout)
     bcast bc;
     bcast_init(&bc, n->in[0], n->in[1]);
     bin_kind kind = (bin_kind)n->iarg[0];
+    if (n->in[0] == n->in[1]) { /* op(x, x): one buffer, one accumulation */
+        sg_tensor *x = n->in[0];
+        if (!sg__wants_grad(x)) return SG_OK;
+        sg_tensor *g = bin_input_grad(n, &bc, gout, 1, true);
+        return g ? sg__accum_grad(x, g, true) : sg__op_status(x->ctx);
+    }
     for (int k = 0; k < 2; k++) {
         sg_tensor *x = n->in[k];
         if (!sg__wants_grad(x)) continue;
@@ -194,7 +205,7 @@ static int bin_backward(sg_node *n, sg_tensor *gout)
             if (rc != SG_OK) return rc;
             continue;
         }
-        sg_tensor *g = bin_input_grad(n, &bc, gout, k);
+        sg_tensor *g = bin_input_grad(n, &bc, gout, k, false);
         if (!g) return sg__op_status(x->ctx);
         int rc = sg__accum_grad(x, g, true);
         if (rc != SG_OK) return rc;

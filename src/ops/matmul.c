@@ -127,24 +127,29 @@ static sg_tensor *transpose_last2(const sg_tensor *t, int64_t batch, int64_t R, 
     return out;
 }
 
-/* iarg: batch (0 for 2-D), M, K, N. dA = G @ B^T, dB = A^T @ G. */
+/* iarg: batch (0 for 2-D), M, K, N. dA = G @ B^T, dB = A^T @ G. For matmul(x, x) both
+ * products go into one buffer (the second accumulates onto the first): one accumulation. */
 static int matmul_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *a = n->in[0], *b = n->in[1];
     sg_ctx *ctx = a->ctx;
     const int64_t batch = n->iarg[0] ? n->iarg[0] : 1;
     const int64_t M = n->iarg[1], K = n->iarg[2], N = n->iarg[3];
+    const bool same = a == b;
+    sg_tensor *ga = NULL;
     if (sg__wants_grad(a)) {
         sg_tensor *bt = transpose_last2(b, batch, K, N); /* (batch,N,K) */
-        sg_tensor *ga = bt ? sg__tmp_like(a, true) : NULL;
+        ga = bt ? sg__tmp_like(a, true) : NULL;
         if (!ga) return sg__op_status(ctx);
         mm_run(ctx, a->dtype, batch, M, N, K, gout->data, bt->data, ga->data);
-        int rc = sg__accum_grad(a, ga, true);
-        if (rc != SG_OK) return rc;
+        if (!same) {
+            int rc = sg__accum_grad(a, ga, true);
+            if (rc != SG_OK) return rc;
+        }
     }
     if (sg__wants_grad(b)) {
         sg_tensor *at = transpose_last2(a, batch, M, K); /* (batch,K,M) */
-        sg_tensor *gb = at ? sg__tmp_like(b, true) : NULL;
+        sg_tensor *gb = !at ? NULL : same ? ga : sg__tmp_like(b, true);
         if (!gb) return sg__op_status(ctx);
         mm_run(ctx, b->dtype, batch, K, M, N, at->data, gout->data, gb->data);
         int rc = sg__accum_grad(b, gb, true);
@@ -195,12 +200,20 @@ sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b)
 
 /* ---------------------------------------------------------------- rowdot */
 
-/* Forward (g NULL): out[i] = sum_d x[i,d] * y[i,d]. Backward: out[i,d] = g[i] * y[i,d]. */
+/* Partial sums of a row's dot product: term d goes to lane d % ROWDOT_LANES, and the lanes
+ * are added pairwise in a fixed tree, so the vector unit does the work and the result
+ * does not depend on the thread count. */
+#define ROWDOT_LANES 16 /* the tree below is written for 16 */
+
+/* Forward (g NULL): out[i] = sum_d x[i,d] * y[i,d]. Backward: out[i,d] = g[i] * y[i,d],
+ * or t + t with t = g[i] * y[i,d] when `twice` (rowdot(x, x): both inputs' terms in one
+ * buffer; the same value the sum of two separate gradients would have). */
 typedef struct {
     sg_dtype dtype;
     int64_t D;
     const void *x, *y, *g;
     void *out;
+    bool twice;
 } rowdot_job;
 
 static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
@@ -212,13 +225,36 @@ static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
         const T *y = J->y;
         const T *g = J->g;
         T *o = J->out;
-        for (int64_t i = lo; i < hi; i++) {
-            if (g) {
-                for (int64_t d = 0; d < D; d++) o[i * D + d] = g[i] * y[i * D + d];
-            } else {
-                T acc = 0;
-                for (int64_t d = 0; d < D; d++) acc += x[i * D + d] * y[i * D + d];
-                o[i] = acc;
+        if (g && J->twice) {
+            for (int64_t i = lo; i < hi; i++) {
+                const T gi = g[i];
+                const T *yr = y + i * D;
+                T *orow = o + i * D;
+                for (int64_t d = 0; d < D; d++) {
+                    T t = gi * yr[d];
+                    orow[d] = t + t;
+                }
+            }
+        } else if (g) {
+            for (int64_t i = lo; i < hi; i++) {
+                const T gi = g[i];
+                const T *yr = y + i * D;
+                T *orow = o + i * D;
+                for (int64_t d = 0; d < D; d++) orow[d] = gi * yr[d];
+            }
+        } else {
+            for (int64_t i = lo; i < hi; i++) {
+                const T *xr = x + i * D;
+                const T *yr = y + i * D;
+                T acc[ROWDOT_LANES] = {0};
+                int64_t d = 0;
+                for (; d + ROWDOT_LANES <= D; d += ROWDOT_LANES)
+                    for (int k = 0; k < ROWDOT_LANES; k++) acc[k] += xr[d + k] * yr[d + k];
+                for (int k = 0; d + k < D; k++) acc[k] += xr[d + k] * yr[d + k];
+                for (int k = 0; k < 8; k++) acc[k] += acc[k + 8];
+                for (int k = 0; k < 4; k++) acc[k] += acc[k + 4];
+                for (int k = 0; k < 2; k++) acc[k] += acc[k + 2];
+                o[i] = acc[0] + acc[1];
             }
         }
     });
@@ -228,12 +264,13 @@ static int64_t rowdot_grain(int64_t D) { return D > 0 && D < SG__OP_GRAIN ? SG__
 
 static int rowdot_backward(sg_node *n, sg_tensor *gout)
 {
-    for (int k = 0; k < 2; k++) {
+    const bool same = n->in[0] == n->in[1];
+    for (int k = 0; k < (same ? 1 : 2); k++) {
         sg_tensor *x = n->in[k];
         if (!sg__wants_grad(x)) continue;
         sg_tensor *g = sg__tmp_like(x, false);
         if (!g) return sg__op_status(x->ctx);
-        rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data};
+        rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data, same};
         sg__op_parallel(x->ctx, x->shape[0], rowdot_grain(x->shape[1]), rowdot_rows, &J);
         int rc = sg__accum_grad(x, g, true);
         if (rc != SG_OK) return rc;
@@ -256,7 +293,7 @@ sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b)
     }
     sg_tensor *out = sg__tmp(a->ctx, a->dtype, 1, a->shape, false);
     if (!out) return NULL;
-    rowdot_job J = {a->dtype, a->shape[1], a->data, b->data, NULL, out->data};
+    rowdot_job J = {a->dtype, a->shape[1], a->data, b->data, NULL, out->data, false};
     sg__op_parallel(a->ctx, a->shape[0], rowdot_grain(a->shape[1]), rowdot_rows, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(a->ctx, 2, in) &&

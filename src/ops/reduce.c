@@ -1,13 +1,15 @@
 /* Reductions: sum and mean over all elements (COO sum is handed to the sparse module) and
  * along one dim with or without keepdim.
  *
- * Invariants: a full reduction sums fixed chunks of SUM_CHUNK elements (each in a double
- * accumulator, in order) and then adds the chunk sums in chunk order; a reduction along a
+ * Invariants: a full reduction sums fixed chunks of SUM_CHUNK elements (element i of a
+ * chunk into double lane i % SUM_LANES, the lanes added in a fixed tree) and then adds the
+ * chunk sums in chunk order; a reduction along a
  * dim adds the terms of each output element in ascending index order. Neither depends on
  * the thread count. */
 #include "ops.h"
 
 #define SUM_CHUNK ((int64_t)1 << 14)
+#define SUM_LANES 8 /* independent accumulators, so that the adds pipeline */
 
 /* ---------------------------------------------------------------- sum / mean of all */
 
@@ -22,9 +24,13 @@ static void sum_chunks(void *ud, int64_t lo, int64_t hi)
     const sum_job *J = ud;
     SG__DISPATCH_FLOAT(J->dtype, T, {
         const T *x = J->x;
-        double acc = 0;
-        for (int64_t i = lo; i < hi; i++) acc += (double)x[i];
-        J->partial[lo / SUM_CHUNK] = acc;
+        double acc[SUM_LANES] = {0};
+        int64_t i = lo;
+        for (; i + SUM_LANES <= hi; i += SUM_LANES)
+            for (int k = 0; k < SUM_LANES; k++) acc[k] += (double)x[i + k];
+        for (int k = 0; i + k < hi; k++) acc[k] += (double)x[i + k];
+        for (int k = 0; k < 4; k++) acc[k] += acc[k + 4];
+        J->partial[lo / SUM_CHUNK] = (acc[0] + acc[2]) + (acc[1] + acc[3]);
     });
 }
 
