@@ -51,7 +51,10 @@ struct sg_tensor {
     bool grad_owned;    /* grad's buffers are ours to modify in place */
     bool in_store;      /* leaf is listed in ctx's gradient store */
     uint32_t visit;     /* backward traversal mark (compared with ctx->visit_epoch) */
-    int64_t rows_unique_lb; /* COO grads: lower bound on unique rows (compaction rule) */
+    int64_t rows_unique_lb; /* COO grads: a lower bound on their unique rows known from a
+                               coalesce (0: unknown); read by the compaction rule */
+    int64_t nnz_cap;        /* COO grads built by accumulation: entries their index and
+                               value buffers can hold (>= nnz); 0: exactly nnz */
 
     /* optimizer bookkeeping for a parameter: owned and freed by the optimizer that set it
      * (parameters must outlive their optimizers) */
@@ -104,6 +107,9 @@ struct sg_ctx {
     int64_t n_nodes;
     bool grad_enabled;
     uint32_t visit_epoch;
+
+    /* work queued by sg__defer during the current backward */
+    struct sg__deferred *deferred, *deferred_tail;
 
     /* gradient store: leaves with a gradient, in order of arrival */
     sg_tensor **store;
@@ -169,6 +175,12 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
  * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
  * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
 int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
+/* Queues fn(n, arg) to run after the traversal of the current backward has succeeded,
+ * in the order queued. For work that must not happen while other nodes may still read
+ * what it changes: a fused optimizer update of a table in place. A failed backward drops
+ * the queue, so nothing the caller can see changes. */
+typedef int (*sg__deferred_fn)(sg_node *n, sg_tensor *arg);
+int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
 /* Empties the gradient store (and the grads it lists) without dropping the tape. */
 void sg__grads_clear(sg_ctx *ctx);
 static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
@@ -212,7 +224,7 @@ static inline bool sg__is_float(sg_dtype d) { return d == SG_F32 || d == SG_F64;
 static inline bool sg__is_int(sg_dtype d) { return d == SG_I32 || d == SG_I64; }
 
 /* ---- common input checks for ops: return NULL from the op on failure */
-/* Fails (and records) unless t is non-NULL; if t is NULL and ctx known, records NULL. */
+/* Returns NULL from the op when t is NULL (whoever made t NULL recorded why). */
 #define SG__CHECK_NOTNULL(t)                                   \
     do {                                                       \
         if (!(t)) return NULL;                                 \

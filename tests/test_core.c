@@ -297,4 +297,118 @@ TEST(allocation_failure_at_every_point_of_a_step)
     CHECK(failures_seen > 0);
 }
 
+TEST(huge_shape_with_a_zero_dim_is_rejected)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t big = (int64_t)1 << 62;
+    CHECK(sg_tensor_new(ctx, SG_F32, 3, (int64_t[]){0, big, big}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_free(ctx);
+}
+
+/* Many sparse accumulations: the result equals the dense sum, entries are appended (not
+ * re-copied each time: buffers grow geometrically), and the unique-row bound compacts. */
+TEST(repeated_sparse_accumulation)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    enum { V = 100000, D = 2, K = 50, N = 100 };
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    static double want[V * D];
+    memset(want, 0, sizeof want);
+    int64_t rows[N];
+    double vals[N * D];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) {
+            rows[i] = (int64_t)((k * 7 + i * 13) % 10) * 997;
+            vals[2 * i] = k + 1;
+            vals[2 * i + 1] = -(double)i;
+            want[rows[i] * D] += vals[2 * i];
+            want[rows[i] * D + 1] += vals[2 * i + 1];
+        }
+        CHECK(sg__accum_grad(x, coo_rows(ctx, V, D, N, rows, vals), false) == SG_OK);
+    }
+    sg_tensor *g = sg_tensor_grad(x);
+    CHECK(g->layout == SG_COO && g->nnz == K * N); /* no bound known: nnz <= rows rule only */
+    CHECK(g->nnz_cap >= g->nnz);
+    sg_tensor *d = sg__densify(g);
+    int bad = 0;
+    for (int i = 0; i < V * D; i++) bad += sg_tensor_get(d, i) != want[i];
+    CHECK(bad == 0);
+    /* once a coalesce has counted the unique rows (10), 8x that many entries compacts */
+    sg_tensor *c = sg_coalesce(g);
+    CHECK(c && c->nnz == 10);
+    sg_tape_reset(ctx);
+    c = sg_coalesce(coo_rows(ctx, V, D, N, rows, vals));
+    CHECK(sg__accum_grad(x, c, false) == SG_OK);
+    for (int k = 0; k < 8; k++) CHECK(sg__accum_grad(x, coo_rows(ctx, V, D, N, rows, vals), false) == SG_OK);
+    g = sg_tensor_grad(x);
+    CHECK(g->nnz <= 10 + N);
+    memset(want, 0, sizeof want);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++) want[rows[i] * D + j] += 9 * vals[i * D + j];
+    d = sg__densify(g);
+    bad = 0;
+    for (int i = 0; i < V * D; i++) bad += fabs(sg_tensor_get(d, i) - want[i]) > 1e-9;
+    CHECK(bad == 0);
+    sg_ctx_free(ctx);
+}
+
+/* Deferred work runs after every node of the traversal, and not at all when it fails. */
+static int deferred_runs;
+static double seen_by_reader;
+static int bump_table(sg_node *n, sg_tensor *arg)
+{
+    (void)arg;
+    ((double *)n->in[0]->data)[0] += 100;
+    deferred_runs++;
+    return SG_OK;
+}
+static int writer_backward(sg_node *n, sg_tensor *gout)
+{
+    return sg__defer(n, bump_table, gout);
+}
+static int reader_backward(sg_node *n, sg_tensor *gout)
+{
+    (void)gout;
+    seen_by_reader = ((double *)n->in[0]->data)[0];
+    return n->iarg[0] ? SG_ERR_VALUE : SG_OK;
+}
+static int join_backward(sg_node *n, sg_tensor *gout)
+{
+    int rc = sg__accum_grad(n->in[0], gout, false);
+    return rc ? rc : sg__accum_grad(n->in[1], gout, false);
+}
+static sg_tensor *test_op(sg_tensor *x, sg__backward_fn bw, int fail)
+{
+    sg_tensor *y = sg__tmp_like(x, true);
+    sg_node *n = sg__node_new(x->ctx, bw, "test", y, 1, &x);
+    n->iarg[0] = fail;
+    return y;
+}
+
+TEST(deferred_work_runs_after_the_traversal)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *w = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){1}), 1);
+    for (int fail = 0; fail < 2; fail++) {
+        deferred_runs = 0;
+        sg_tensor_fill(w, 1.0);
+        /* the writer's node comes later, so its backward runs before the reader's */
+        sg_tensor *r = test_op(w, reader_backward, fail);
+        sg_tensor *wr = test_op(w, writer_backward, 0);
+        sg_tensor *seed = sg__tmp_like(w, false);
+        sg_tensor_fill(seed, 1);
+        sg_tensor *in2[2] = {r, wr};
+        sg_tensor *out = sg__tmp_like(w, true);
+        sg__node_new(ctx, join_backward, "join", out, 2, in2);
+        int rc = sg_backward_grad(out, seed);
+        CHECK(rc == (fail ? SG_ERR_VALUE : SG_OK));
+        CHECK_NEAR(seen_by_reader, 1.0, 0);
+        CHECK(deferred_runs == (fail ? 0 : 1));
+        CHECK_NEAR(sg_tensor_get(w, 0), fail ? 1.0 : 101.0, 0);
+        sg_tape_reset(ctx);
+    }
+    sg_ctx_free(ctx);
+}
+
 TEST_MAIN()

@@ -36,6 +36,34 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
 
 int64_t sg_tape_nodes(const sg_ctx *ctx) { return ctx ? ctx->n_nodes : 0; }
 
+struct sg__deferred {
+    sg__deferred_fn fn;
+    sg_node *node;
+    sg_tensor *arg;
+    struct sg__deferred *next;
+};
+
+int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg)
+{
+    sg_ctx *ctx = n->out->ctx;
+    struct sg__deferred *d = sg__arena_alloc(ctx, sizeof *d);
+    if (!d) return SG_ERR_NOMEM;
+    *d = (struct sg__deferred){fn, n, arg, NULL};
+    if (ctx->deferred_tail) ctx->deferred_tail->next = d;
+    else ctx->deferred = d;
+    ctx->deferred_tail = d;
+    return SG_OK;
+}
+
+/* Runs (run == true) or drops the queued deferred work. */
+static int run_deferred(sg_ctx *ctx, bool run)
+{
+    int rc = SG_OK;
+    for (struct sg__deferred *d = ctx->deferred; d && run && !rc; d = d->next) rc = d->fn(d->node, d->arg);
+    ctx->deferred = ctx->deferred_tail = NULL;
+    return rc;
+}
+
 int sg_set_grad_enabled(sg_ctx *ctx, int enabled)
 {
     if (!ctx) return 0;
@@ -85,6 +113,7 @@ void sg_tape_reset(sg_ctx *ctx)
 {
     if (!ctx) return;
     sg__grads_clear(ctx);
+    run_deferred(ctx, false);
     sg__arena_reset(ctx);
     ctx->n_nodes = 0;
 }
@@ -105,6 +134,45 @@ static int own_dense_grad(sg_tensor *x)
 /* Rows of a COO tensor: the number of distinct sparse index tuples it can hold. */
 static int64_t sparse_rows(const sg_tensor *coo) { return sg__prod(coo->shape, 0, coo->sparse_dim); }
 
+/* cur + g for row-sparse (sparse_dim 1) gradients of x: appends g's entries into cur's
+ * buffers when x owns them and they have room, else into new buffers of twice the needed
+ * size, so k accumulations copy O(total entries) rather than O(k * total). Other sparse
+ * dims concatenate into exact-size buffers. */
+static sg_tensor *coo_append(sg_tensor *x, sg_tensor *cur, const sg_tensor *g)
+{
+    if (cur->sparse_dim != 1 || g->sparse_dim != 1) return sg__coo_concat(cur, g);
+    sg_ctx *ctx = x->ctx;
+    int64_t n = cur->nnz + g->nnz, row = sg__prod(cur->shape, 1, cur->ndim);
+    size_t esz = sg_dtype_size(cur->dtype);
+    bool coalesced = !g->nnz ? cur->coalesced : !cur->nnz ? g->coalesced : false;
+    sg_tensor *out = cur;
+    if (!x->grad_owned || cur->nnz_cap < n) {
+        int64_t cap = 2 * n;
+        int64_t vshape[SG_MAX_DIMS];
+        vshape[0] = cap;
+        for (int i = 1; i < cur->values->ndim; i++) vshape[i] = cur->values->shape[i];
+        sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, (int64_t[]){1, cap}, false);
+        sg_tensor *val = ind ? sg__tmp(ctx, cur->dtype, cur->values->ndim, vshape, false) : NULL;
+        if (!val) return NULL;
+        memcpy(ind->data, cur->indices->data, (size_t)cur->nnz * sizeof(int64_t));
+        memcpy(val->data, cur->values->data, (size_t)(cur->nnz * row) * esz);
+        out = sg__coo_wrap(ctx, cur->ndim, cur->shape, 1, ind, val, false);
+        if (!out) return NULL;
+        out->nnz = cur->nnz;
+        out->nnz_cap = cap;
+    }
+    memcpy((int64_t *)out->indices->data + out->nnz, g->indices->data, (size_t)g->nnz * sizeof(int64_t));
+    memcpy((unsigned char *)out->values->data + (size_t)(out->nnz * row) * esz, g->values->data,
+           (size_t)(g->nnz * row) * esz);
+    out->nnz = n;
+    out->indices->shape[1] = n;
+    out->indices->numel = n;
+    out->values->shape[0] = n;
+    out->values->numel = n * row;
+    out->coalesced = coalesced;
+    return out;
+}
+
 int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
 {
     if (!x || !x->requires_grad) return SG_OK;
@@ -123,7 +191,7 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
     if (!cur) { /* none + g = g, no copy */
         x->grad = g;
         x->grad_owned = owned;
-        x->rows_unique_lb = g->layout == SG_COO ? (g->coalesced ? g->nnz : (g->nnz > 0)) : 0;
+        x->rows_unique_lb = g->layout == SG_COO && g->coalesced ? g->nnz : 0;
         return SG_OK;
     }
     if (cur->layout == SG_DENSE) {
@@ -149,12 +217,15 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
         x->grad_owned = true;
         return SG_OK;
     }
-    /* sparse + sparse = concatenation; compaction keeps nnz <= rows of x */
-    int64_t lb_g = g->coalesced ? g->nnz : (g->nnz > 0);
+    /* sparse + sparse = concatenation */
+    int64_t lb_g = g->coalesced ? g->nnz : 0;
     int64_t lb = x->rows_unique_lb > lb_g ? x->rows_unique_lb : lb_g;
-    sg_tensor *cat = sg__coo_concat(cur, g);
+    sg_tensor *cat = coo_append(x, cur, g);
     if (!cat) return SG_ERR_NOMEM;
-    if (cat->nnz > sparse_rows(cat)) {
+    /* Compaction: more entries than the table has rows, or 8x more than the unique rows
+     * known from the last coalesce, means many duplicates; merging them bounds memory and
+     * costs O(nnz) amortised, since nnz must grow 8-fold before the next merge. */
+    if (cat->nnz > sparse_rows(cat) || (lb > 0 && cat->nnz > 8 * lb)) {
         cat = sg_coalesce(cat);
         if (!cat) return ctx->status;
         lb = cat->nnz;
@@ -234,16 +305,20 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
         if (!g) continue;
         if (g->layout == SG_COO && !v->accepts_sparse_gout) {
             g = sg__densify(g);
-            if (!g) return ctx->status;
+            if (!g) {
+                run_deferred(ctx, false);
+                return ctx->status;
+            }
         }
         int rc = v->backward(v, g);
         v->out->grad = NULL;
         if (rc) {
             if (!ctx->status) sg__failc(ctx, rc, "backward of %s failed", v->name);
+            run_deferred(ctx, false);
             return rc;
         }
     }
-    return SG_OK;
+    return run_deferred(ctx, true);
 }
 
 int sg_backward(sg_tensor *loss)

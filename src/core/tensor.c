@@ -53,11 +53,13 @@ static int check_shape(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *sha
     if (ndim < 0 || ndim > SG_MAX_DIMS)
         return sg__failc(ctx, SG_ERR_SHAPE, "ndim %d outside 0..%d", ndim, SG_MAX_DIMS);
     if (ndim > 0 && !shape) return sg__failc(ctx, SG_ERR_NULL, "NULL shape");
+    /* The product of the non-zero dims is bounded too, so that products over any subset
+     * of dims (row sizes of an empty tensor, say) cannot overflow. */
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return sg__failc(ctx, SG_ERR_SHAPE, "dimension %d is negative (%lld)", i, (long long)shape[i]);
-        if (shape[i] && n > (INT64_MAX / 16) / shape[i])
-            return sg__failc(ctx, SG_ERR_SHAPE, "tensor too large");
+        if (shape[i] == 0) continue;
+        if (n > (INT64_MAX / 16) / shape[i]) return sg__failc(ctx, SG_ERR_SHAPE, "tensor too large");
         n *= shape[i];
     }
     return SG_OK;
