@@ -6,7 +6,7 @@ build=$(cd "$1" && pwd)
 src=$(pwd)
 if grep -q '^SGRAD_SANITIZE:BOOL=ON' "$build/CMakeCache.txt"; then
     echo "skipped: sanitizer build (the installed library needs the sanitizer runtime)"
-    exit 0
+    exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
