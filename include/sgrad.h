@@ -238,7 +238,8 @@ sg_tensor *sg_log(sg_tensor *a);
 sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
 sg_tensor *sg_softmax(sg_tensor *a, int dim);
 sg_tensor *sg_log_softmax(sg_tensor *a, int dim);
-/* logits (N,C), targets (N) int32/int64 in [0,C) -> mean over N of -log_softmax[target]. */
+/* logits (N,C), targets (N) int32/int64 in [0,C) -> mean over N of -log_softmax[target].
+ * targets must stay alive and unchanged until the backward. */
 sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
 /* logits and targets of one shape (targets float in [0,1]) -> mean BCE, stable. */
 sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
@@ -266,7 +267,8 @@ typedef struct {
  * COO (V,D) tensor whose values are the incoming gradient buffer and whose indices are
  * idx (no copy for int64 idx), uncoalesced. With padding_idx, entries equal to it are left
  * out of the gradient (only then are indices and values copied). opts NULL: defaults
- * above. idx must stay alive and unchanged until the backward. Errors: SG_ERR_LAYOUT,
+ * above. idx must stay alive and unchanged until sg_tape_reset (W's gradient borrows
+ * it until then). Errors: SG_ERR_LAYOUT,
  * SG_ERR_DTYPE, SG_ERR_SHAPE (W not 2-D, idx over 3-D), SG_ERR_INDEX (checked before
  * max_norm writes anything), SG_ERR_ARG (padding_idx outside [0,V) and not -1, max_norm
  * negative or not finite). */
@@ -278,7 +280,8 @@ typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
  * W's gradient is COO (V,D) with one row per entry of idx (indices: idx, no copy for
  * int64); in max mode each output element's gradient goes to the first entry that attains
  * the maximum. per_sample_weights get a dense gradient. idx and offsets must stay alive
- * and unchanged until the backward. Errors: SG_ERR_INDEX (idx outside [0,V), offsets
+ * and unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX
+ * (idx outside [0,V), offsets
  * outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
  * mode, unknown mode), SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
 sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
@@ -558,7 +561,8 @@ int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const
  * NULL with SG_ERR_IO, SG_ERR_FORMAT (bad header, short record, a value that is not a
  * number, a duplicate word) or SG_ERR_NOMEM recorded on ctx. */
 sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
-void sg_wordvec_free(sg_wordvec *wv); /* NULL: no-op */
+/* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
+void sg_wordvec_free(sg_wordvec *wv);
 int64_t sg_wordvec_count(const sg_wordvec *wv); /* V */
 int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D */
 /* Word i (0-based, file order), or NULL when i is out of range. Owned by wv. */
