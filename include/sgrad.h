@@ -281,8 +281,7 @@ typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
  * int64); in max mode each output element's gradient goes to the first entry that attains
  * the maximum. per_sample_weights get a dense gradient. idx and offsets must stay alive
  * and unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX
- * (idx outside [0,V), offsets
- * outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
+ * (idx outside [0,V), offsets outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
  * mode, unknown mode), SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
 sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
                             sg_bag_mode mode, sg_tensor *per_sample_weights);
