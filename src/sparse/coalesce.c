@@ -125,27 +125,47 @@ static void *radix_parallel(void *a, void *b, int64_t n, int passes, bool packed
 #define SG__PREFETCH(a) ((void)(a))
 #endif
 
-/* Sums the value rows of sorted pairs s[k0..k1) (one run) into dst, in order,
- * prefetching the rows of the pairs SG__PREFETCH_AHEAD further on. */
-static void sum_run(const sg_tensor *t, const void *s, bool packed, int64_t k0, int64_t k1, void *dst)
+/* Sums the runs of sorted pairs s[i0..i1) (whole runs, the first one result row u0) into
+ * out's values, each run's rows in order, prefetching the value rows of the pairs
+ * SG__PREFETCH_AHEAD further on. No branch depends on the run lengths (random, so
+ * mispredicted branches would discard the loads in flight): a pair that starts a run adds
+ * its row to negzero (-0.0 everywhere, and -0.0 + x == x for every x), any other pair to
+ * the run's partial sum. */
+static void sum_pairs(const sg_tensor *t, const void *s, bool packed, int64_t i0, int64_t i1, int64_t u0,
+                      sg_tensor *out, const void *negzero)
 {
     int64_t D = sg__coo_rowsize(t), n = t->nnz;
     size_t rowbytes = (size_t)D * sg_dtype_size(t->dtype);
     const unsigned char *raw = t->values->data;
-    for (int64_t k = k0; k < k1; k++) {
-        if (k + SG__PREFETCH_AHEAD < n) {
-            const unsigned char *p = raw + (size_t)pair_pos(s, k + SG__PREFETCH_AHEAD, packed) * rowbytes;
-            for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(p + off);
+    int64_t *oi = out->indices->data;
+    bool flat = t->sparse_dim == 1;
+    int64_t u = u0 - 1;
+    uint64_t prev = UINT64_MAX; /* no row: rows are below 2^63 */
+    SG__DISPATCH_FLOAT(t->dtype, T, {
+        T *o = out->values->data;
+        for (int64_t k = i0; k < i1; k++) {
+            if (k + SG__PREFETCH_AHEAD < n) {
+                const unsigned char *p = raw + (size_t)pair_pos(s, k + SG__PREFETCH_AHEAD, packed) * rowbytes;
+                for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(p + off);
+            }
+            uint64_t r = pair_row(s, k, packed);
+            bool start = r != prev;
+            prev = r;
+            u += start;
+            T *dst = o + u * D;
+            const T *base = start ? (const T *)negzero : dst;
+            const T *x = (const T *)(raw + (size_t)pair_pos(s, k, packed) * rowbytes);
+            for (int64_t j = 0; j < D; j++) dst[j] = base[j] + x[j];
+            if (flat) oi[u] = (int64_t)r;
         }
-        const unsigned char *src = raw + (size_t)pair_pos(s, k, packed) * rowbytes;
-        SG__DISPATCH_FLOAT(t->dtype, T, {
-            T *restrict o = dst;
-            const T *restrict x = (const T *)src;
-            if (k == k0)
-                for (int64_t j = 0; j < D; j++) o[j] = x[j];
-            else
-                for (int64_t j = 0; j < D; j++) o[j] += x[j];
-        });
+    });
+    if (flat) return;
+    u = u0 - 1;
+    prev = UINT64_MAX;
+    for (int64_t k = i0; k < i1; k++) {
+        uint64_t r = pair_row(s, k, packed);
+        if (r != prev) sg__coo_put_row(oi, t->sparse_dim, out->nnz, t->shape, ++u, (int64_t)r);
+        prev = r;
     }
 }
 
@@ -182,29 +202,20 @@ static int64_t count_runs(const void *s, int64_t n, bool packed, int C, int64_t 
 }
 
 /* Writes every run of the sorted pairs s as one row of out (indices and summed values). */
-static void sum_runs(const sg_tensor *t, const void *s, bool packed, int C, const int64_t *first, sg_tensor *out)
+static void sum_runs(const sg_tensor *t, const void *s, bool packed, int C, const int64_t *first, sg_tensor *out,
+                     const void *negzero)
 {
-    int64_t n = t->nnz, U = out->nnz;
-    int64_t *oi = out->indices->data;
-    unsigned char *o = out->values->data;
-    size_t rowbytes = (size_t)sg__coo_rowsize(t) * sg_dtype_size(t->dtype);
+    int64_t n = t->nnz;
     bool par = C > 1;
     (void)par;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(C) schedule(static, 1) if (par)
 #endif
     for (int c = 0; c < C; c++) {
-        int64_t i = n * c / C, hi = n * (c + 1) / C, u = first[c];
-        while (i < hi && !run_starts_at(s, i, packed)) i++;
-        while (i < hi) {
-            uint64_t row = pair_row(s, i, packed);
-            int64_t j = i + 1;
-            while (j < n && pair_row(s, j, packed) == row) j++;
-            sum_run(t, s, packed, i, j, o + (size_t)u * rowbytes);
-            sg__coo_put_row(oi, t->sparse_dim, U, t->shape, u, (int64_t)row);
-            u++;
-            i = j;
-        }
+        int64_t i0 = n * c / C, i1 = n * (c + 1) / C;
+        while (i0 < i1 && !run_starts_at(s, i0, packed)) i0++;
+        while (i1 < n && !run_starts_at(s, i1, packed)) i1++; /* finish the last run */
+        if (i0 < i1) sum_pairs(t, s, packed, i0, i1, first[c], out, negzero);
     }
 }
 
@@ -228,7 +239,13 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     void *b = a ? sg__arena_alloc(ctx, (size_t)(n ? n : 1) * pair) : NULL;
     int64_t *hist = b ? sg__arena_alloc(ctx, nh * sizeof *hist) : NULL;
     int64_t *first = hist ? sg__arena_alloc(ctx, (size_t)(C + 1) * sizeof *first) : NULL;
-    if (!first) return NULL;
+    int64_t D = sg__coo_rowsize(t);
+    void *negzero = first ? sg__arena_alloc(ctx, (size_t)(D ? D : 1) * sg_dtype_size(t->dtype)) : NULL;
+    if (!negzero) return NULL;
+    SG__DISPATCH_FLOAT(t->dtype, T, {
+        T *z = negzero;
+        for (int64_t j = 0; j < D; j++) z[j] = (T)-0.0;
+    });
 
     if (!par) memset(hist, 0, (size_t)passes * 256 * sizeof *hist);
     for (int64_t e = 0; e < n; e++) {
@@ -248,6 +265,6 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
     sg_tensor *val = ind ? sg__tmp(ctx, t->dtype, t->values->ndim, vshape, false) : NULL;
     sg_tensor *out = val ? sg__coo_wrap(ctx, t->ndim, t->shape, t->sparse_dim, ind, val, true) : NULL;
-    if (out) sum_runs(t, s, packed, C, first, out);
+    if (out) sum_runs(t, s, packed, C, first, out, negzero);
     return out;
 }
