@@ -69,6 +69,7 @@ static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
     sg_tensor *p = ps->param;
     double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
     int64_t n = rg->n, width = ps->width;
+    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
     int nt = sg__threads(opt->ctx);
     bool par = n * width >= SG__OPTIM_GRAIN;
     SG__DISPATCH_FLOAT(p->dtype, T, {
@@ -76,6 +77,11 @@ static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
         T *acc = ps->state[1]->data;
         const T *gg = g;
         SG__OPTIM_FOR(i, n, par, {
+            if (i + SG__OPTIM_AHEAD < n) {
+                int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
+                sg__optim_prefetch(w, ra, rowbytes);
+                sg__optim_prefetch(acc, ra, rowbytes);
+            }
             int64_t r = sg__group_row(rg, i);
             T buf[SG__OPTIM_CHUNK];
             for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
@@ -108,6 +114,7 @@ static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
     double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
     int64_t n = rg->n, width = ps->width;
     if (width == 0) return;
+    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
     int nt = sg__threads(opt->ctx);
     bool par = n * width >= SG__OPTIM_GRAIN;
     SG__DISPATCH_FLOAT(p->dtype, T, {
@@ -115,6 +122,11 @@ static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
         T *acc = ps->state[1]->data;
         const T *gg = g;
         SG__OPTIM_FOR(i, n, par, {
+            if (i + SG__OPTIM_AHEAD < n) {
+                int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
+                sg__optim_prefetch(w, ra, rowbytes);
+                sg__optim_prefetch(acc, ra, sizeof(T));
+            }
             int64_t r = sg__group_row(rg, i);
             T *wr = w + r * width;
             T buf[SG__OPTIM_CHUNK];

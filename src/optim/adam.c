@@ -108,6 +108,7 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
     const sg_adam_opts *o = &opt->o.adam;
     int64_t n = rg->n, width = ps->width;
     int64_t *row_step = ps->state[3]->data;
+    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
     int nt = sg__threads(opt->ctx);
     bool par = n * width >= SG__OPTIM_GRAIN;
     SG__DISPATCH_FLOAT(p->dtype, T, {
@@ -116,6 +117,13 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
         T *v = ps->state[2]->data;
         const T *gg = g;
         SG__OPTIM_FOR(i, n, par, {
+            if (i + SG__OPTIM_AHEAD < n) {
+                int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
+                sg__optim_prefetch(w, ra, rowbytes);
+                sg__optim_prefetch(m, ra, rowbytes);
+                sg__optim_prefetch(v, ra, rowbytes);
+                sg__optim_prefetch(row_step, ra, sizeof *row_step);
+            }
             int64_t r = sg__group_row(rg, i);
             int64_t k = ++row_step[r];
             double step_size = lr / (1 - beta_pow(opt, 0, k));

@@ -127,6 +127,27 @@ void sg__sgd_prepare(sg_optim *opt, double lr);
         }                                                                                  \
     } while (0)
 
+/* Row kernels prefetch the parameter and state rows of the group this many groups ahead:
+ * a large table's rows come from memory, and the prefetches overlap those misses. At most
+ * SG__OPTIM_PREFETCH_MAX bytes of a row are prefetched (the hardware streams the rest). */
+#define SG__OPTIM_AHEAD 8
+#define SG__OPTIM_PREFETCH_MAX 1024
+
+/* Prefetches (for writing) row `row` of a (rows, rowbytes) buffer; base NULL: nothing. */
+static inline void sg__optim_prefetch(const void *base, int64_t row, size_t rowbytes)
+{
+#if defined(__GNUC__)
+    if (!base) return;
+    const char *p = (const char *)base + (size_t)row * rowbytes;
+    size_t n = rowbytes < SG__OPTIM_PREFETCH_MAX ? rowbytes : SG__OPTIM_PREFETCH_MAX;
+    for (size_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 1);
+#else
+    (void)base;
+    (void)row;
+    (void)rowbytes;
+#endif
+}
+
 /* Loop bounds for parallel kernels: run on one thread below this many elements. */
 #define SG__OPTIM_GRAIN ((int64_t)1 << 15)
 /* Columns summed at once when a group has duplicate rows (a stack buffer). */

@@ -175,6 +175,7 @@ static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *
 {
     sg_tensor *p = ps->param;
     int64_t n = rg->n, width = ps->width, rows = ps->rows;
+    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
     int nt = sg__threads(opt->ctx);
     if (n * width < SG__OPTIM_GRAIN || rows < 2) nt = 1;
     SG__DISPATCH_FLOAT(p->dtype, T, {
@@ -183,6 +184,8 @@ static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *
         T a = (T)-lr;
         if (nt == 1) {
             for (int64_t i = 0; i < n; i++) {
+                if (i + SG__OPTIM_AHEAD < n)
+                    sg__optim_prefetch(w, sg__group_row(rg, i + SG__OPTIM_AHEAD), rowbytes);
                 T *wr = w + sg__group_row(rg, i) * width;
                 const T *gr = gg + i * width;
                 for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
@@ -218,11 +221,18 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
     int nesterov = o->nesterov, nt = sg__threads(opt->ctx);
     bool par = n * width >= SG__OPTIM_GRAIN;
     int64_t *last = ps->last;
+    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
     SG__DISPATCH_FLOAT(p->dtype, T, {
         T *w = p->data;
         T *v = mu != 0 ? ps->state[1]->data : NULL;
         const T *gg = g;
         SG__OPTIM_FOR(i, n, par, {
+            if (i + SG__OPTIM_AHEAD < n) {
+                int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
+                sg__optim_prefetch(w, ra, rowbytes);
+                sg__optim_prefetch(v, ra, rowbytes);
+                sg__optim_prefetch(last, ra, sizeof *last);
+            }
             int64_t r = sg__group_row(rg, i);
             SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s - 1);
             T buf[SG__OPTIM_CHUNK];

@@ -91,23 +91,49 @@ static void renorm_rows(sg_tensor *W, const sg_tensor *idx, double max_norm)
     });
 }
 
+/* Entries ahead at which a gather prefetches its source row (a large table's rows come
+ * from memory; the prefetch overlaps those misses), and the most bytes of a row it
+ * prefetches (the hardware streams the rest of a wide row). */
+#define SG__GATHER_AHEAD 8
+#define SG__GATHER_PREFETCH_MAX 1024
+#if defined(__GNUC__)
+#define SG__GATHER_PREFETCH(a) __builtin_prefetch(a)
+#else
+#define SG__GATHER_PREFETCH(a) ((void)(a))
+#endif
+
 /* out[b] = W[idx[b]] (zeros where idx[b] == pad) for b in [lo, hi). */
 static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, sg_tensor *out, int64_t lo, int64_t hi)
 {
-    int64_t D = W->shape[1];
+    const int64_t D = W->shape[1];
+    const size_t rowbytes = (size_t)D * sg_dtype_size(W->dtype);
+    const size_t pfbytes = rowbytes < SG__GATHER_PREFETCH_MAX ? rowbytes : SG__GATHER_PREFETCH_MAX;
+#define GATHER_LOOP(I)                                                                       \
+    for (int64_t b = lo; b < hi; b++) {                                                      \
+        if (b + SG__GATHER_AHEAD < hi) {                                                     \
+            const char *p = (const char *)(w + (I)[b + SG__GATHER_AHEAD] * D);               \
+            for (size_t off = 0; off < pfbytes; off += 64) SG__GATHER_PREFETCH(p + off);     \
+        }                                                                                    \
+        int64_t r = (I)[b];                                                                  \
+        T *restrict dst = y + b * D;                                                         \
+        const T *restrict src = w + r * D;                                                   \
+        if (r == pad)                                                                        \
+            for (int64_t j = 0; j < D; j++) dst[j] = 0;                                      \
+        else                                                                                 \
+            for (int64_t j = 0; j < D; j++) dst[j] = src[j];                                 \
+    }
     SG__DISPATCH_FLOAT(W->dtype, T, {
         const T *w = W->data;
         T *y = out->data;
-        for (int64_t b = lo; b < hi; b++) {
-            int64_t r = sg__idx_at(idx, b);
-            T *restrict dst = y + b * D;
-            const T *restrict src = w + r * D;
-            if (r == pad)
-                for (int64_t j = 0; j < D; j++) dst[j] = 0;
-            else
-                for (int64_t j = 0; j < D; j++) dst[j] = src[j];
+        if (idx->dtype == SG_I64) {
+            const int64_t *ix = idx->data;
+            GATHER_LOOP(ix)
+        } else {
+            const int32_t *ix = idx->data;
+            GATHER_LOOP(ix)
         }
     });
+#undef GATHER_LOOP
 }
 
 sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts)
