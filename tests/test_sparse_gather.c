@@ -244,6 +244,37 @@ TEST(embedding_fused_update_stores_no_gradient)
     sg_ctx_free(ctx);
 }
 
+TEST(embedding_fused_update_waits_for_the_whole_backward)
+{
+    /* The bag's backward reads W's rows for its weights' gradient; it runs after the fused
+     * embedding's backward (nodes go in reverse), yet must see W as the forward saw it. */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 6, D = 3;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    double w0[18];
+    memcpy(w0, sg_tensor_f64(W), sizeof w0);
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = 0.5;
+    sg_optim *opt = sg_optim_sgd(ctx, &so);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+    int64_t v[4] = {1, 4, 4, 0};
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){4}, v);
+    sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){1}, (int64_t[]){0});
+    sg_tensor *psw = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 1, (int64_t[]){4}), 1);
+    sg_tensor *bag = sg_embedding_bag(W, idx, off, SG_BAG_SUM, psw);
+    sg_tensor *e = sg_embedding(W, idx, &(sg_embedding_opts){-1, 0, opt});
+    CHECK_STATUS(ctx, sg_backward(sg_add(sg_sum(bag), sg_sum(e))), SG_OK);
+    for (int i = 0; i < 4; i++) /* d/dw_i sum(bag) = sum_j W0[v_i, j] */
+        CHECK_NEAR(sg_tensor_get(sg_tensor_grad(psw), i), w0[v[i] * D] + w0[v[i] * D + 1] + w0[v[i] * D + 2], 1e-14);
+    for (int64_t r = 0; r < V; r++) { /* and the fused step happened: W -= 0.5 * counts */
+        int cnt = 0;
+        for (int i = 0; i < 4; i++) cnt += v[i] == r;
+        for (int64_t j = 0; j < D; j++) CHECK_NEAR(sg_tensor_f64(W)[r * D + j], w0[r * D + j] - 0.5 * cnt, 1e-14);
+    }
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
 TEST(embedding_errors_and_empty_batch)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

@@ -36,6 +36,12 @@ static bool check_table(const char *op, const sg_tensor *W)
 
 /* ---------------------------------------------------------------- embedding */
 
+/* The fused update: W's rows g's indices stepped by the node's optimizer with g's rows. */
+static int embedding_apply_fused(sg_node *n, sg_tensor *g)
+{
+    return sg__optim_apply_rows(n->extra, n->in[0], g->indices->data, g->nnz, g->values->data);
+}
+
 static int embedding_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *W = n->in[0], *idx = n->saved[0];
@@ -67,9 +73,12 @@ static int embedding_backward(sg_node *n, sg_tensor *gout)
         }
     }
     if (!val) return bw_status(ctx);
-    if (n->extra) return sg__optim_apply_rows(n->extra, W, ind->data, nnz, val->data);
     sg_tensor *g = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
-    return g ? sg__accum_grad(W, g, false) : bw_status(ctx);
+    if (!g) return bw_status(ctx);
+    /* Fused: W changes only after the whole backward, which other nodes may still need
+     * W's current rows for. */
+    if (n->extra) return sg__defer(n, embedding_apply_fused, g);
+    return sg__accum_grad(W, g, false);
 }
 
 /* Scales each row W[idx[b]] whose L2 norm exceeds max_norm to norm max_norm (as PyTorch:
