@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "    -cbow 0|1      1: CBOW, 0: skip-gram (1, as word2vec.c)\n"
             "    -binary 0|1    write the binary format (0: text)\n"
             "    -seed N        random seed (1)\n"
-            "    -batch N       examples per sgrad step (2048)\n"
+            "    -batch N       examples per sgrad step (8192)\n"
             "    -hogwild 0|1   1: Hogwild-style racy updates, faster, not reproducible;\n"
             "                   0: bitwise identical vectors for any -threads (default)\n"
             "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"

@@ -38,7 +38,7 @@ void w2v_config_default(w2v_config *c)
     c->min_count = 5;
     c->sample = 1e-3;
     c->alpha = -1; /* 0.025 for skip-gram, 0.05 for CBOW */
-    c->batch = 2048;
+    c->batch = 8192;
     c->seed = 1;
     c->engine = W2V_ENGINE_FUSED;
 }
