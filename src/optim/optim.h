@@ -114,13 +114,21 @@ int sg__lazy_adam_tables(sg_optim *opt);
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);
 
+/* An OpenMP pragma that disappears in a build without OpenMP (where an unknown pragma is
+ * a warning, hence an error); unlike #pragma it can sit inside a macro's expansion. */
+#ifdef _OPENMP
+#define SG__OMP(x) _Pragma(#x)
+#else
+#define SG__OMP(x)
+#endif
+
 /* for (int64_t I = 0; I < N; I++) BODY, spread over `nt` threads (a variable of that name
  * in scope) with a static schedule when PAR, else a plain loop that never enters the
  * OpenMP runtime (whose team setup would dominate a small step). */
 #define SG__OPTIM_FOR(I, N, PAR, ...)                                                      \
     do {                                                                                   \
         if ((PAR) && nt > 1) {                                                           \
-            _Pragma("omp parallel for num_threads(nt) schedule(static)")                   \
+            SG__OMP(omp parallel for num_threads(nt) schedule(static))                     \
             for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \
         } else {                                                                           \
             for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \

@@ -191,7 +191,7 @@ static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *
                 for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
             }
         } else {
-            _Pragma("omp parallel for num_threads(nt) schedule(static, 1)")
+            SG__OMP(omp parallel for num_threads(nt) schedule(static, 1))
             for (int t = 0; t < nt; t++) {
                 int64_t lo = rows * t / nt;
                 int64_t hi = rows * (t + 1) / nt;
