@@ -216,6 +216,59 @@ TEST(embedding_max_norm_renormalises_looked_up_rows_first)
     sg_ctx_free(ctx);
 }
 
+/* An allocator that fails its N-th call (counting from `calls` = 0; fail_at <= 0: never). */
+typedef struct {
+    long calls, fail_at;
+} failing_alloc;
+static void *fa_alloc(void *ud, size_t n)
+{
+    failing_alloc *a = ud;
+    if (a->fail_at > 0 && ++a->calls == a->fail_at) return NULL;
+    return malloc(n);
+}
+static void fa_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+TEST(embedding_max_norm_out_of_memory_leaves_the_table_unchanged)
+{
+    /* Every allocation an embedding with max_norm makes fails in turn: whenever the call
+     * returns NULL (NOMEM), no row of W was renormalised. Outputs of several sizes put the
+     * arena's chunk boundaries (hence which allocation needs a new chunk) in different
+     * places: the output's data, its header, the node. */
+    const int64_t sizes[4][2] = {{4, 3}, {64, 300}, {64, 600}, {2000, 40}};
+    for (int c = 0; c < 4; c++) {
+        int64_t V = 10, B = sizes[c][0], D = sizes[c][1];
+        int returned = 0, failed = 0;
+        for (long n = 1; n < 30 && !returned; n++) {
+            failing_alloc fa = {0, 0};
+            sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {fa_alloc, fa_free, &fa}, .threads = 1});
+            sg_tensor *W = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+            double *w = sg_tensor_f64(W);
+            for (int64_t i = 0; i < V * D; i++) w[i] = 1.0 + (double)(i % 7); /* norms > 1 */
+            double *w0 = malloc((size_t)(V * D) * sizeof *w0);
+            memcpy(w0, w, (size_t)(V * D) * sizeof *w0);
+            sg_tensor *idx = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){B});
+            for (int64_t b = 0; b < B; b++) ((int64_t *)sg_tensor_data(idx))[b] = (b * 3) % V;
+            fa.fail_at = n; /* the n-th allocation from here on fails */
+            sg_tensor *y = sg_embedding(W, idx, &(sg_embedding_opts){-1, 1.0, NULL});
+            if (y) {
+                returned = 1;
+                CHECK(memcmp(w, w0, (size_t)(V * D) * sizeof *w0) != 0); /* it did renormalise */
+            } else {
+                failed++;
+                CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_NOMEM);
+                CHECK(memcmp(w, w0, (size_t)(V * D) * sizeof *w0) == 0);
+            }
+            free(w0);
+            sg_ctx_free(ctx);
+        }
+        CHECK(returned && failed > 0);
+    }
+}
+
 TEST(embedding_fused_update_stores_no_gradient)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

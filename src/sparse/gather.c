@@ -1,6 +1,6 @@
 /* Gathers whose gradients are sparse: embedding, embedding_bag, index_select and slice.
- * Invariants: every index is validated before anything is written (the max_norm
- * renormalisation included); the gradient of a gathered-from tensor is a COO tensor whose
+ * Invariants: every index is validated and every allocation made before anything is
+ * written (the max_norm renormalisation included); the gradient of a gathered-from tensor is a COO tensor whose
  * cost is O(rows gathered), never O(rows of the table). Where it can, a backward builds
  * that COO tensor from borrowed buffers: the index tensor (int64: no copy) and the
  * incoming gradient, which live until the tape is reset. Index tensors saved by a node must
@@ -168,9 +168,17 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
     shape[idx->ndim] = D;
     sg_tensor *out = sg__tmp(ctx, W->dtype, idx->ndim + 1, shape, false);
     if (!out) return NULL;
+    int64_t B = idx->numel, pad = o.padding_idx;
+    /* The node comes before max_norm writes W: nothing can fail after the first write. */
+    if (sg__needs_grad(ctx, 1, &W)) {
+        sg_node *nd = sg__node_new(ctx, embedding_backward, "embedding", out, 1, &W);
+        if (!nd) return NULL;
+        nd->saved[0] = idx;
+        nd->iarg[0] = pad;
+        nd->extra = o.fused;
+    }
     if (o.max_norm > 0) renorm_rows(W, idx, o.max_norm);
 
-    int64_t B = idx->numel, pad = o.padding_idx;
     int nt = sg__threads(ctx);
     if (nt <= 1 || B * D < SG__GATHER_PAR_MIN) {
         gather_rows(W, idx, pad, out, 0, B);
@@ -184,13 +192,6 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
 #else
         gather_rows(W, idx, pad, out, 0, B);
 #endif
-    }
-    if (sg__needs_grad(ctx, 1, &W)) {
-        sg_node *nd = sg__node_new(ctx, embedding_backward, "embedding", out, 1, &W);
-        if (!nd) return NULL;
-        nd->saved[0] = idx;
-        nd->iarg[0] = pad;
-        nd->extra = o.fused;
     }
     return out;
 }
