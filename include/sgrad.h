@@ -260,7 +260,10 @@ typedef struct {
     double max_norm;     /* > 0: rows looked up are renormalised in place to this L2 norm
                             first (not differentiated, as in PyTorch); 0: off */
     struct sg_optim *fused; /* non-NULL: the backward applies this optimizer's update to
-                               the rows directly and stores no gradient for W */
+                               the rows directly and stores no gradient for W, which must
+                               then be a parameter of that optimizer that requires grad
+                               (a leaf: an update of a computed W would not reach the
+                               tensors it came from), else SG_ERR_ARG */
 } sg_embedding_opts;
 
 /* W (V,D) dense, idx any shape (...) int32/int64 in [0,V) -> (..., D). W's gradient is a
@@ -271,7 +274,8 @@ typedef struct {
  * it until then). Errors: SG_ERR_LAYOUT,
  * SG_ERR_DTYPE, SG_ERR_SHAPE (W not 2-D, idx over 3-D), SG_ERR_INDEX (checked before
  * max_norm writes anything), SG_ERR_ARG (padding_idx outside [0,V) and not -1, max_norm
- * negative or not finite). */
+ * negative or not finite, fused with a W that is not a parameter of that optimizer
+ * requiring grad). */
 sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
 
 typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
@@ -324,7 +328,10 @@ sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
 typedef struct {
     double fused_sgd_lr; /* > 0: the backward applies plain SGD to W in place,
                             W[row] -= lr * (gradient row), and stores no gradient for W
-                            (h still gets its gradient); 0: W gets a COO gradient */
+                            (h still gets its gradient); W must then be a leaf that
+                            requires grad (an update of a computed W would not reach the
+                            tensors it came from), else SG_ERR_ARG; 0: W gets a COO
+                            gradient */
 } sg_sgns_opts;
 
 /* Negative-sampling loss of word2vec (skip-gram and CBOW) for B examples:
@@ -337,7 +344,8 @@ typedef struct {
  * The fused update is bitwise identical for any thread count; with a nondeterministic
  * context it runs Hogwild-style (racy row updates, faster). opts NULL: no fusion.
  * Errors: SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_INDEX (a target out of range),
- * SG_ERR_VALUE (fused_sgd_lr negative or not finite). */
+ * SG_ERR_VALUE (fused_sgd_lr negative or not finite), SG_ERR_ARG (fused_sgd_lr > 0 with a
+ * W that is not a leaf requiring grad). */
 sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
                         const sg_sgns_opts *opts);
 
@@ -415,7 +423,7 @@ int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  *
  * Fused updates: an embedding given sg_embedding_opts.fused = opt applies opt's update to
  * the rows it looked up inside its backward and stores no gradient for the table (which
- * must be a parameter of opt). The update uses the learning rate of the coming
+ * must be a parameter of opt that requires grad; the embedding checks). The update uses the learning rate of the coming
  * sg_optim_step (steps + 1) and counts as one step of the table (a table looked up by two
  * fused embeddings in one step takes two steps); call sg_optim_step after the backward as
  * usual so that the step count advances.

@@ -235,5 +235,7 @@ static inline bool sg__is_int(sg_dtype d) { return d == SG_I32 || d == SG_I64; }
  * as W); duplicates are summed before nonlinear updates. */
 int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
                          const void *g);
+/* True when p is registered with opt (hence a persistent leaf). */
+bool sg__optim_has_param(const struct sg_optim *opt, const sg_tensor *p);
 
 #endif

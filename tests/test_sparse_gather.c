@@ -297,6 +297,40 @@ TEST(embedding_fused_update_stores_no_gradient)
     sg_ctx_free(ctx);
 }
 
+TEST(embedding_fused_update_needs_a_leaf_parameter_of_the_optimizer)
+{
+    /* A fused update writes W in place and stores no gradient for it: on a non-leaf W
+     * (W0 * 1) it would change a tape temporary and W0's gradient would be lost; on a
+     * tensor the optimizer does not hold, or one that does not require grad, it would
+     * not happen. Each is refused before anything is recorded. */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t shape[2] = {5, 3};
+    sg_tensor *W0 = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, shape), 1);
+    sg_tensor *U = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, shape), 1);
+    sg_tensor *O = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, shape), 1);
+    sg_tensor *F = rand_dense(ctx, SG_F64, 2, shape); /* a parameter not requiring grad */
+    sg_optim *opt = sg_optim_sgd(ctx, NULL), *other = sg_optim_sgd(ctx, NULL);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W0), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, F), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_add_param(other, O), SG_OK);
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){1, 4});
+    sg_embedding_opts eo = {-1, 0, opt};
+    sg_tensor *S = sg_scale(W0, 1.0);
+    int64_t nodes = sg_tape_nodes(ctx);
+    sg_tensor *bad[4] = {S, U, O, F};
+    for (int i = 0; i < 4; i++) {
+        sg_ctx_clear_error(ctx);
+        CHECK(sg_embedding(bad[i], idx, &eo) == NULL);
+        CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    }
+    CHECK(sg_tape_nodes(ctx) == nodes);
+    CHECK(sg_embedding(S, idx, NULL) != NULL); /* unfused, all of them are fine */
+    CHECK(sg_embedding(W0, idx, &eo) != NULL);
+    sg_optim_free(opt);
+    sg_optim_free(other);
+    sg_ctx_free(ctx);
+}
+
 TEST(embedding_fused_update_waits_for_the_whole_backward)
 {
     /* The bag's backward reads W's rows for its weights' gradient; it runs after the fused

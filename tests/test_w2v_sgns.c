@@ -242,6 +242,31 @@ TEST(hogwild_on_one_thread_equals_deterministic)
     CHECK(far == 0);
 }
 
+TEST(fused_update_needs_a_leaf_table_that_requires_grad)
+{
+    /* The fused update writes W in place and gives W no gradient: on W = W0 * 1 it would
+     * change a tape temporary and W0 would get nothing; on a W that does not require grad
+     * it would silently not happen. Both are refused; without fusion both are fine. */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F32, 2, 3, -1, 1), 1);
+    sg_tensor *W0 = sg_tensor_requires_grad(filled(ctx, SG_F32, 4, 3, -1, 1), 1);
+    sg_tensor *F = filled(ctx, SG_F32, 4, 3, -1, 1);
+    int64_t ts[2] = {2, 2};
+    const int64_t t[4] = {0, 1, 2, 3};
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, t);
+    sg_sgns_opts so = {.fused_sgd_lr = 0.1};
+    sg_tensor *S = sg_scale(W0, 1.0);
+    int64_t nodes = sg_tape_nodes(ctx);
+    CHECK(sg_sgns_loss(h, S, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_ARG);
+    sg_ctx_clear_error(ctx);
+    CHECK(sg_sgns_loss(h, F, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_ARG);
+    CHECK(sg_tape_nodes(ctx) == nodes);
+    CHECK(sg_sgns_loss(h, S, tg, NULL) != NULL);
+    CHECK(sg_sgns_loss(h, F, tg, NULL) != NULL);
+    CHECK(sg_sgns_loss(h, W0, tg, &so) != NULL);
+    sg_ctx_free(ctx);
+}
+
 TEST(input_errors)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

@@ -260,6 +260,11 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     double lr = opts ? opts->fused_sgd_lr : 0;
     if (!(lr >= 0) || isinf(lr))
         return sg__fail(ctx, SG_ERR_VALUE, "%s: fused_sgd_lr = %g must be finite and >= 0", op, lr);
+    /* The fused update writes W in place instead of giving it a gradient: W must be the
+     * tensor that owns the gradient. */
+    if (lr > 0 && (W->node || !W->requires_grad))
+        return sg__fail(ctx, SG_ERR_ARG, "%s: a fused update needs W to be a leaf that requires grad",
+                        op);
     const int64_t B = h->shape[0], T = targets->shape[1], V = W->shape[0];
     for (int64_t e = 0; e < B * T; e++) {
         int64_t r = sg__idx_at(targets, e);

@@ -283,6 +283,11 @@ static sg__pstate *state_of(const sg_optim *opt, const sg_tensor *p)
     return ps && ps->opt == opt ? ps : NULL;
 }
 
+bool sg__optim_has_param(const struct sg_optim *opt, const sg_tensor *p)
+{
+    return state_of(opt, p) != NULL;
+}
+
 int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param)
 {
     sg__pstate *ps = state_of(opt, param);

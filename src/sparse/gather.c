@@ -1,7 +1,7 @@
 /* Gathers whose gradients are sparse: embedding, embedding_bag, index_select and slice.
  * Invariants: every index is validated and every allocation made before anything is
- * written (the max_norm renormalisation included); the gradient of a gathered-from tensor is a COO tensor whose
- * cost is O(rows gathered), never O(rows of the table). Where it can, a backward builds
+ * written (the max_norm renormalisation included); the gradient of a gathered-from tensor
+ * is a COO tensor whose cost is O(rows gathered), never O(rows of the table). Where it can, a backward builds
  * that COO tensor from borrowed buffers: the index tensor (int64: no copy) and the
  * incoming gradient, which live until the tape is reset. Index tensors saved by a node must
  * stay alive and unchanged until backward. */
@@ -162,6 +162,12 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
                         (long long)o.padding_idx, (long long)V);
     if (!(o.max_norm >= 0) || isinf(o.max_norm))
         return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: max_norm must be finite and >= 0");
+    /* The fused update writes W in place instead of giving it a gradient: W must be the
+     * tensor that owns the gradient (a leaf requiring grad) and held by the optimizer. */
+    if (o.fused && (W->node || !W->requires_grad || !sg__optim_has_param(o.fused, W)))
+        return sg__fail(ctx, SG_ERR_ARG,
+                        "sg_embedding: a fused update needs W to be a leaf that requires grad "
+                        "and is a parameter of the optimizer");
     if (!sg__check_index("sg_embedding", idx, V)) return NULL;
     int64_t shape[SG_MAX_DIMS];
     for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
