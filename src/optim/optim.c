@@ -373,27 +373,35 @@ static int plan_rows(sg_optim *opt, sg__pstate *ps, const int64_t *idx, int64_t 
     return rc;
 }
 
-/* A COO gradient with sparse_dim > 1 as row-sparse: each entry becomes a row of zeros
- * holding its values at its place within the row. */
-static int expand_rows(sg__pstate *ps, const sg_tensor *grad, const int64_t **idx_out,
-                       const void **g_out)
+/* A COO gradient with sparse_dim > 1 as row-sparse: coalesced first (sorted, so a row's
+ * entries are adjacent, and unique), then one dense row per distinct row holding its
+ * entries' blocks at their places. *n_out rows, unique and ascending. Time and step-arena
+ * memory O(nnz + distinct rows x width), however many entries share a row. */
+static int rows_of_coo(sg__pstate *ps, sg_tensor *grad, const int64_t **idx_out,
+                       const void **g_out, int64_t *n_out)
 {
     sg_ctx *ctx = grad->ctx;
-    int64_t n = grad->nnz, sd = grad->sparse_dim;
-    int64_t block = sg__prod(grad->shape, (int)sd, grad->ndim); /* elements per entry */
-    const int64_t *ind = grad->indices->data;
-    int64_t gshape[2] = {n, ps->width};
-    sg_tensor *g = sg__tmp(ctx, grad->dtype, 2, gshape, true);
+    sg_tensor *c = sg_coalesce(grad);
+    if (!c) return ctx->status;
+    int64_t n = c->nnz, sd = c->sparse_dim, u = 0;
+    int64_t block = sg__prod(c->shape, (int)sd, c->ndim); /* elements per entry */
+    const int64_t *ind = c->indices->data; /* row 0: the rows */
+    for (int64_t i = 0; i < n; i++) u += i == 0 || ind[i] != ind[i - 1];
+    int64_t gshape[2] = {u, ps->width};
+    int64_t *rows = sg__arena_alloc(ctx, (size_t)(u ? u : 1) * sizeof *rows);
+    sg_tensor *g = rows ? sg__tmp(ctx, grad->dtype, 2, gshape, true) : NULL;
     if (!g) return ctx->status;
     size_t es = sg_dtype_size(grad->dtype);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0, k = -1; i < n; i++) {
+        if (i == 0 || ind[i] != ind[i - 1]) rows[++k] = ind[i];
         int64_t pos = 0;
-        for (int64_t k = 1; k < sd; k++) pos = pos * grad->shape[k] + ind[k * n + i];
-        memcpy((char *)g->data + (size_t)(i * ps->width + pos * block) * es,
-               (const char *)grad->values->data + (size_t)(i * block) * es, (size_t)block * es);
+        for (int64_t d = 1; d < sd; d++) pos = pos * c->shape[d] + ind[d * n + i];
+        memcpy((char *)g->data + (size_t)(k * ps->width + pos * block) * es,
+               (const char *)c->values->data + (size_t)(i * block) * es, (size_t)block * es);
     }
-    *idx_out = ind; /* row 0 of the indices: the rows */
+    *idx_out = rows;
     *g_out = g->data;
+    *n_out = u;
     return SG_OK;
 }
 
@@ -413,13 +421,14 @@ static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
     }
     const int64_t *idx = grad->indices->data;
     const void *g = grad->values->data;
+    int64_t n = grad->nnz;
     bool coalesced = grad->coalesced;
     if (grad->sparse_dim > 1) {
-        int rc = expand_rows(ps, grad, &idx, &g);
+        int rc = rows_of_coo(ps, grad, &idx, &g, &n);
         if (rc) return rc;
-        coalesced = false;
+        coalesced = true;
     }
-    return plan_rows(opt, ps, idx, grad->nnz, g, coalesced, pl);
+    return plan_rows(opt, ps, idx, n, g, coalesced, pl);
 }
 
 static void apply_plan(sg_optim *opt, plan *pl, double lr)
