@@ -4,6 +4,7 @@
  * gradients with several sparse dims; steps that visit only parameters with gradients;
  * bitwise equality across thread counts. */
 #include "internal.h"
+#include "optim/optim.h"
 #include "testutil.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -432,6 +433,10 @@ TEST(step_visits_only_parameters_with_gradients)
         for (int s = 0; s < 2; s++) {
             for (int k = 0; k < WITH; k++) give_dense(ps[k * (P / WITH) + 7], g);
             CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+            /* the step looked at the WITH parameters with gradients, not at all P (the
+             * values below cannot tell a step that walks every parameter and skips
+             * those without a gradient) */
+            CHECK(opt->visited == WITH);
             sg_tape_reset(ctx);
         }
         sg_optim_flush(opt);

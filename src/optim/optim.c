@@ -455,6 +455,7 @@ int sg_optim_step(sg_optim *opt)
         sg_tensor *p = sg_grads_param(ctx, i);
         if (p->grad && state_of(opt, p)) n++;
     }
+    opt->visited = cnt;
     plan *plans = n ? sg__arena_alloc(ctx, (size_t)n * sizeof *plans) : NULL;
     if (n && !plans) return ctx->status;
     int64_t k = 0;

@@ -88,6 +88,10 @@ struct sg_optim {
 
     sg__pstate **params;
     int64_t n_params, cap_params;
+    /* Parameters (or gradient-store entries) the last step looked at, counted wherever a
+     * step examines one, whatever it then does: the tests check that it equals the number
+     * of gradients, not the number of parameters. */
+    int64_t visited;
 
     int64_t *slot; /* row -> group during grouping, -1 at rest */
     int64_t slot_len;
