@@ -219,7 +219,9 @@ int64_t sg_tape_nodes(const sg_ctx *ctx);
  * range, operands of two contexts), SG_ERR_LAYOUT (COO where not accepted), SG_ERR_INDEX
  * (cross_entropy targets, checked before anything is written). Means of nothing are NaN. */
 
-sg_tensor *sg_add(sg_tensor *a, sg_tensor *b); /* also sparse+sparse (concatenation) */
+/* add also takes COO operands of equal shapes: COO + COO is a COO concatenation, COO +
+ * dense is dense. */
+sg_tensor *sg_add(sg_tensor *a, sg_tensor *b);
 sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
 sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
 sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
@@ -566,7 +568,10 @@ int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const
 /* Reads a file in word2vec's text (binary 0) or binary (1) format, or either (-1: told
  * apart by the first record). Returns a new sg_wordvec (free it with sg_wordvec_free), or
  * NULL with SG_ERR_IO, SG_ERR_FORMAT (bad header, short record, a value that is not a
- * number, a duplicate word) or SG_ERR_NOMEM recorded on ctx. */
+ * number, a duplicate word; the message names the record) or SG_ERR_NOMEM recorded on
+ * ctx. Memory follows the file, not the header: a file too short for the header's V
+ * records fails before the table is allocated, and when the size cannot be known (a
+ * pipe) the table grows as records are read. */
 sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
 /* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
 void sg_wordvec_free(sg_wordvec *wv);

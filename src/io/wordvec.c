@@ -5,6 +5,9 @@
  * hash table of row numbers (capacity a power of two, at least 2V, -1 = empty slot).
  * Words are unique. All memory comes from the context's allocator and is given back by
  * sg_wordvec_free, which must run before sg_ctx_free.
+ * Reading trusts the header's V only as far as the file can back it: a regular file too
+ * short for V records fails before anything is allocated; when the size is unknown (a
+ * pipe) the rows, offsets and hash table grow with the records read.
  */
 #include "internal.h"
 
@@ -157,6 +160,50 @@ static bool insert_word(sg_wordvec *wv, int64_t r)
     }
 }
 
+/* Room for `cap` rows (vectors, offsets, a hash table of at least 2 cap slots), keeping
+ * the first `have` rows, whose words are re-hashed. False (NOMEM recorded) on failure,
+ * with wv unchanged. */
+static bool reserve_rows(sg_wordvec *wv, int64_t cap, int64_t have)
+{
+    sg_ctx *ctx = wv->ctx;
+    int64_t slots = 16;
+    while (slots < 2 * cap) slots *= 2;
+    int64_t shape[2] = {cap, wv->dim};
+    sg_tensor *vec = sg_tensor_new(ctx, SG_F32, 2, shape);
+    int64_t *off = sg__malloc(ctx, (size_t)(cap > 0 ? cap : 1) * sizeof *off);
+    int64_t *sl = sg__malloc(ctx, (size_t)slots * sizeof *sl);
+    if (!vec || !off || !sl) {
+        sg_tensor_free(vec);
+        sg__free(ctx, off);
+        sg__free(ctx, sl);
+        return false;
+    }
+    if (have > 0) {
+        memcpy(vec->data, wv->vectors->data, (size_t)(have * wv->dim) * sizeof(float));
+        memcpy(off, wv->offsets, (size_t)have * sizeof *off);
+    }
+    sg_tensor_free(wv->vectors);
+    sg__free(ctx, wv->offsets);
+    sg__free(ctx, wv->slots);
+    wv->vectors = vec;
+    wv->offsets = off;
+    wv->slots = sl;
+    wv->n_slots = slots;
+    for (int64_t s = 0; s < slots; s++) sl[s] = -1;
+    for (int64_t r = 0; r < have; r++) (void)insert_word(wv, r);
+    return true;
+}
+
+/* Bytes left in f from the current position, or -1 if that cannot be known (a pipe). */
+static long long bytes_left(FILE *f)
+{
+    long pos = ftell(f);
+    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) return -1;
+    long end = ftell(f);
+    if (fseek(f, pos, SEEK_SET) != 0 || end < pos) return -1;
+    return (long long)end - pos;
+}
+
 /* Appends a word (len bytes) to the character buffer, growing it geometrically. */
 static bool push_word(sg_wordvec *wv, int64_t r, const char *w, size_t len, size_t *used)
 {
@@ -242,6 +289,17 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
         return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: junk after the header", path);
     }
     if (binary < 0) binary = V > 0 && !looks_like_text(f, D);
+    /* The fewest bytes V records take: binary "w" ' ' 4D bytes each; text "w" then
+     * " x" per value, and a newline between records. */
+    long long left = bytes_left(f);
+    long long least = V == 0 ? 0 : binary ? V * (2 + 4 * D) : V * (2 + 2 * D) - 1;
+    if (left >= 0 && left < least) {
+        fclose(f);
+        return sg__fail(ctx, SG_ERR_FORMAT,
+                        "sg_wordvec_read: %s: the header's %lld words of %lld values need at "
+                        "least %lld bytes, the file has %lld after the header",
+                        path, V, D, least, left);
+    }
 
     sg_wordvec *wv = sg__calloc(ctx, 1, sizeof *wv);
     if (!wv) {
@@ -250,29 +308,30 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
     }
     wv->ctx = ctx;
     wv->dim = D;
-    int64_t shape[2] = {V, D};
-    wv->vectors = sg_tensor_new(ctx, SG_F32, 2, shape);
-    wv->offsets = sg__malloc(ctx, (size_t)(V > 0 ? V : 1) * sizeof *wv->offsets);
-    int64_t slots = 16;
-    while (slots < 2 * V) slots *= 2;
-    wv->slots = sg__malloc(ctx, (size_t)slots * sizeof *wv->slots);
-    wv->n_slots = slots;
-    if (!wv->vectors || !wv->offsets || !wv->slots) {
+    /* A file of known size holds V records: room for them all at once. Otherwise room
+     * grows geometrically as records arrive. */
+    int64_t cap = left >= 0 || V < 1024 ? V : 1024;
+    if (!reserve_rows(wv, cap, 0)) {
         sg_wordvec_free(wv);
         fclose(f);
         return NULL;
     }
-    for (int64_t s = 0; s < slots; s++) wv->slots[s] = -1;
 
-    float *vec = wv->vectors->data;
     const bool swap = !host_little_endian();
     char tok[WV_MAX_WORD];
     size_t used = 0;
     const char *why = NULL;
     int64_t r = 0;
-    for (; r < V && !why; r++) {
+    for (; r < V; r++) { /* on error r is the bad record */
         int term = 0;
         long n = read_token(f, tok, sizeof tok, &term);
+        if (n > 0 && r == cap) {
+            cap = cap > V / 2 ? V : 2 * cap;
+            if (!reserve_rows(wv, cap, r)) {
+                why = "out of memory";
+                break;
+            }
+        }
         if (n <= 0) {
             why = n < 0 ? "word too long" : "file ends early";
             break;
@@ -285,7 +344,7 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
             why = "duplicate word";
             break;
         }
-        float *row = vec + r * D;
+        float *row = (float *)wv->vectors->data + r * D;
         if (binary) {
             if (term != ' ') {
                 why = "no space after the word";
@@ -319,6 +378,7 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
                     why = "line has too many values";
             }
         }
+        if (why) break;
     }
     fclose(f);
     if (why) {
