@@ -811,7 +811,7 @@ TEST(coo_operands_dispatch_to_the_sparse_paths)
 
     /* anywhere else a COO operand is a layout error */
     sg_tensor *d = P64(ctx, -1, 1, 3, 4);
-    sg_tensor *bad[] = {sg_add(d, s), sg_add(s, d), sg_mul(s, s), sg_relu(s), sg_mean(s),
+    sg_tensor *bad[] = {sg_sub(d, s), sg_sub(s, d), sg_mul(s, s), sg_relu(s), sg_mean(s),
                         sg_matmul(w, s), sg_softmax(s, 0), sg_reshape(s, 1, (int64_t[]){12}),
                         sg_sum_dim(s, 0, 0), sg_concat(2, (sg_tensor *[]){d, s})};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) CHECK(bad[k] == NULL);
@@ -934,6 +934,58 @@ TEST(no_nodes_without_grad)
     CHECK(sg_tape_nodes(ctx) == 0);
     sg_set_grad_enabled(ctx, prev);
     CHECK(sg_mul(a, a) != NULL && sg_tape_nodes(ctx) == 1);
+    sg_ctx_free(ctx);
+}
+
+static sg_tensor *add_coo_dense(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    (void)ud;
+    return sg_add(in[0], in[1]);
+}
+static sg_tensor *add_dense_coo(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    (void)ud;
+    return sg_add(in[1], in[0]);
+}
+
+/* Broadcasting into an empty output: each operand's gradient keeps its own shape. */
+TEST(broadcast_backward_with_an_empty_output)
+{
+    sg_ctx *ctx = new_ctx(1);
+    sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){0, 1}), 1);
+    sg_tensor *b = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 2, (int64_t[]){1, 5}), 1);
+    sg_tensor *y = sg_sum(sg_add(a, b));
+    CHECK(y != NULL);
+    CHECK_STATUS(ctx, sg_backward(y), SG_OK);
+    sg_tensor *ga = sg_tensor_grad(a), *gb = sg_tensor_grad(b);
+    CHECK(ga && sg_tensor_ndim(ga) == 2 && sg_tensor_dim(ga, 0) == 0 && sg_tensor_dim(ga, 1) == 1);
+    CHECK(gb && sg_tensor_dim(gb, 0) == 1 && sg_tensor_dim(gb, 1) == 5);
+    for (int i = 0; gb && i < 5; i++) CHECK(sg_tensor_get(gb, i) == 0.0);
+    sg_ctx_free(ctx);
+}
+
+/* COO + dense means the dense sum; both gradients are the incoming one. */
+TEST(add_coo_and_dense)
+{
+    sg_ctx *ctx = new_ctx(1);
+    sg_tensor *s = sg_coo_new(ctx, SG_F64, 2, (int64_t[]){2, 3}, 2, 2, (int64_t[]){0, 1, 2, 0},
+                              (double[]){5, 7});
+    sg_tensor *d = sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
+    sg_tensor_requires_grad(s, 1);
+    sg_tensor_requires_grad(d, 1);
+    for (int order = 0; order < 2; order++) {
+        sg_tensor *y = order ? sg_add(d, s) : sg_add(s, d);
+        CHECK(y && sg_tensor_layout(y) == SG_DENSE);
+        double want[6] = {1, 2, 3 + 5, 4 + 7, 5, 6};
+        for (int i = 0; y && i < 6; i++) CHECK_NEAR(sg_tensor_get(y, i), want[i], 0);
+        sg_gradcheck_result r;
+        sg_tensor *in[2] = {s, d};
+        int rc = sg_gradcheck(ctx, order ? add_dense_coo : add_coo_dense, NULL, 2, in, NULL, &r);
+        CHECK_STATUS(ctx, rc, SG_OK);
+        sg_tape_reset(ctx);
+    }
     sg_ctx_free(ctx);
 }
 

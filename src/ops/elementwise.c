@@ -57,7 +57,11 @@ static inline int64_t row_off(const bcast *bc, int k, int64_t r)
 /* True when t fills the output shape (no dim of t is stretched). */
 static bool bcast_full(const bcast *bc, const sg_tensor *t)
 {
-    return t->numel == bc->numel;
+    /* shapes, not element counts: with an empty output every operand has as many */
+    if (t->ndim != bc->ndim) return false;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != bc->shape[i]) return false;
+    return true;
 }
 
 typedef struct {
@@ -218,8 +222,8 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     SG__CHECK_NOTNULL(a);
     SG__CHECK_NOTNULL(b);
     const char *op = bin_names[kind];
-    if (kind == BIN_ADD && a->layout == SG_COO && b->layout == SG_COO)
-        return sg__sparse_add(a, b);
+    if (kind == BIN_ADD && (a->layout == SG_COO || b->layout == SG_COO))
+        return sg__sparse_add(a, b); /* COO + COO stays COO; with a dense operand: dense */
     if (!sg__op_check_pair(op, a, b) || !sg__op_check_float(op, a) || !sg__op_check_float(op, b))
         return NULL;
     sg_ctx *ctx = a->ctx;
