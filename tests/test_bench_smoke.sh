@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# sgrad-bench --quick runs every family, and every line it prints is a JSON object with the
+# fields other programs read: bench, case, params (object), ms, ref_ms, ratio, threads.
+set -euo pipefail
+build=$1
+if [ ! -x "$build/sgrad-bench" ]; then
+    echo "skipped: $build has no sgrad-bench (tools not built)"
+    exit 77
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"$build/sgrad-bench" --quick all >"$out"
+python3 - "$out" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+fams = set()
+for n, line in enumerate(lines, 1):
+    o = json.loads(line)
+    for k in ("bench", "case", "params", "ms", "ref_ms", "ratio", "threads"):
+        assert k in o, f"line {n}: no field {k}: {line}"
+    assert isinstance(o["params"], dict), f"line {n}: params is not an object"
+    assert o["ms"] > 0, f"line {n}: ms {o['ms']}"
+    if o["ref_ms"] is not None:
+        assert abs(o["ratio"] - o["ms"] / o["ref_ms"]) <= 1e-3 * o["ratio"] + 1e-9, f"line {n}: ratio"
+    fams.add(o["bench"])
+want = {"overhead", "matmul", "sparse", "optim"}
+assert want <= fams, f"families missing: {want - fams}"
+assert any("us_per_node" in json.loads(l) for l in lines), "no us_per_node"
+assert any("peak_bytes" in json.loads(l) for l in lines), "no peak_bytes"
+print(f"{len(lines)} benchmark lines checked")
+print("1 passed, 0 failed")
+PY
