@@ -39,6 +39,7 @@ int w2v_nearest(const float *unit, int64_t V, int64_t D, const float *query,
     int n = 0;
     float top[64];
     if (k > 64) k = 64;
+    if (k <= 0) return 0;
     for (int64_t i = 0; i < V; i++) {
         bool skip = false;
         for (int e = 0; e < n_exclude; e++) skip |= exclude[e] == i;
@@ -215,18 +216,34 @@ int w2v_cmd_evaluate(sg_ctx *ctx, const char *path, const char *qpath, int64_t r
     char *hit = rc ? NULL : calloc((size_t)(nq ? nq : 1), 1);
     if (!rc && !hit) rc = -1;
     if (!rc) {
+        int no_query = 0; /* some thread got no query buffer */
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 16)
+#pragma omp parallel
 #endif
-        for (int64_t i = 0; i < nq; i++) {
-            float q[1024];
-            const question *x = &qs[i];
-            for (int64_t d = 0; d < D && d < 1024; d++)
-                q[d] = unit[x->b * D + d] - unit[x->a * D + d] + unit[x->c * D + d];
-            int64_t ex[3] = {x->a, x->b, x->c}, best = -1;
-            if (D <= 1024 && w2v_nearest(unit, R, D, q, ex, 3, 1, &best, NULL) == 1)
-                hit[i] = best == x->d;
+        {
+            float *q = malloc((size_t)(D > 0 ? D : 1) * sizeof *q); /* this thread's query */
+            if (!q) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                no_query = 1;
+            }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 16)
+#endif
+            for (int64_t i = 0; i < nq; i++) {
+                if (!q) continue;
+                const question *x = &qs[i];
+                for (int64_t d = 0; d < D; d++)
+                    q[d] = unit[x->b * D + d] - unit[x->a * D + d] + unit[x->c * D + d];
+                int64_t ex[3] = {x->a, x->b, x->c}, best = -1;
+                if (w2v_nearest(unit, R, D, q, ex, 3, 1, &best, NULL) == 1) hit[i] = best == x->d;
+            }
+            free(q);
         }
+        if (no_query) rc = -1;
+    }
+    if (!rc) {
         int64_t *sec_cov = calloc((size_t)(nsec ? nsec : 1), sizeof *sec_cov);
         int64_t *sec_ok = calloc((size_t)(nsec ? nsec : 1), sizeof *sec_ok);
         for (int64_t i = 0; i < nq; i++) {

@@ -1,0 +1,65 @@
+/* The query module of sgrad-w2v (tools/w2v/query.c): nearest neighbours with k = 0 write
+ * nothing, and the analogy benchmark scores every covered question whatever the vectors'
+ * dimension (answers worked out by hand from vectors built on basis directions). */
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <unistd.h>
+
+#include "../tools/w2v/query.c"
+
+TEST(nearest_with_k_zero_finds_nothing_and_writes_nothing)
+{
+    const float unit[3 * 2] = {1, 0, 0, 1, 0.6f, 0.8f};
+    const float q[2] = {1, 0};
+    int64_t best[4] = {-7, -7, -7, -7};
+    float sims[4] = {-7, -7, -7, -7};
+    CHECK(w2v_nearest(unit, 3, 2, q, NULL, 0, 0, best + 1, sims + 1) == 0);
+    CHECK(w2v_nearest(unit, 3, 2, q, NULL, 0, -3, best + 1, sims + 1) == 0);
+    for (int i = 0; i < 4; i++) CHECK(best[i] == -7 && sims[i] == -7);
+    /* and k = 1 still answers: row 0 itself, then row 2 when row 0 is excluded */
+    CHECK(w2v_nearest(unit, 3, 2, q, NULL, 0, 1, best, NULL) == 1 && best[0] == 0);
+    const int64_t ex = 0;
+    CHECK(w2v_nearest(unit, 3, 2, q, &ex, 1, 1, best, NULL) == 1 && best[0] == 2);
+}
+
+TEST(evaluate_scores_questions_of_any_dimension)
+{
+    /* D = 1100, beyond any fixed query buffer. Words on basis directions e_k (k spread
+     * past 1024): a = e_1030, b = e_3, c = e_1090, d = (b - a + c) / sqrt(3),
+     * e = e_500. For "a b c ?", 3CosAdd gives d (cosine 1); e scores 0. So of the
+     * questions "a b c d" and "a b c e", one is right; "a b c zzz" is not covered. */
+    enum { D = 1100 };
+    const int dir[5][3] = {{1030, -1, -1}, {3, -1, -1}, {1090, -1, -1}, {3, 1090, 1030}, {500, -1, -1}};
+    const char *words[5] = {"a", "b", "c", "d", "e"};
+    char vpath[256], qpath[256];
+    snprintf(vpath, sizeof vpath, "/tmp/sgrad_test_w2v_query_vec_%d", (int)getpid());
+    snprintf(qpath, sizeof qpath, "/tmp/sgrad_test_w2v_query_q_%d", (int)getpid());
+    FILE *f = fopen(vpath, "w");
+    fprintf(f, "5 %d\n", D);
+    for (int w = 0; w < 5; w++) {
+        fputs(words[w], f);
+        for (int k = 0; k < D; k++) {
+            double v = 0;
+            if (k == dir[w][0] || k == dir[w][1]) v = 1;
+            if (k == dir[w][2]) v = -1; /* d = e_3 + e_1090 - e_1030 */
+            fprintf(f, " %g", v);
+        }
+        fputc('\n', f);
+    }
+    fclose(f);
+    f = fopen(qpath, "w");
+    fputs(": one section\na b c d\nA B C E\na b c zzz\n", f);
+    fclose(f);
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    w2v_eval res;
+    CHECK(w2v_cmd_evaluate(ctx, vpath, qpath, 0, NULL, &res) == 0);
+    CHECK(res.questions == 3);
+    CHECK(res.covered == 2);
+    CHECK(res.correct == 1);
+    sg_ctx_free(ctx);
+    remove(vpath);
+    remove(qpath);
+}
+
+TEST_MAIN()
