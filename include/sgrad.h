@@ -172,8 +172,12 @@ sg_tensor *sg_coo_values(sg_tensor *t);
 
 /* Out-of-place coalesce: sorts by index (LSD radix sort) and sums duplicates, in their
  * original order (bitwise identical for any thread count). Returns a tape tensor, or t
- * itself if t is already coalesced. Not recorded on the tape. Scratch: 16 bytes per entry
- * (32 when the rows or nnz exceed 2^32) from the step arena. SG_ERR_LAYOUT for dense t. */
+ * itself if t is already coalesced. Not differentiable: the new tensor is not recorded
+ * on the tape (it is a detached leaf that does not require grad), so no gradient flows
+ * from it back to t, and whether the result is t itself (which keeps its own autograd
+ * history) or a detached copy depends only on t's flag. For a differentiable path use
+ * sg_to_dense, or sg_sparse_mask for a sparse result. Scratch: 16 bytes per entry (32
+ * when the rows or nnz exceed 2^32) from the step arena. SG_ERR_LAYOUT for dense t. */
 sg_tensor *sg_coalesce(sg_tensor *t);
 /* dst += src for dense dst and COO src of the same shape: an index-add that needs no sort.
  * Parallel over destination rows; bitwise identical for any thread count. Validates src's
