@@ -190,6 +190,9 @@ static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_
 sg_tensor *sg__coo_concat(const sg_tensor *a, const sg_tensor *b);
 /* dst += alpha * src without validation (src built by the library). */
 void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha);
+/* The entries of an int32/int64 tensor as an int64 (1, n) tape tensor: a view of idx's
+ * buffer for int64 (no copy), a converted copy for int32. (src/sparse/coo.c) */
+sg_tensor *sg__index_row_i64(const sg_tensor *idx);
 
 /* ---- sparse paths of generic ops (src/sparse), recorded on the tape like any op.
  * The dense op entry points (src/ops) call these when an operand is COO. */
@@ -201,6 +204,24 @@ sg_tensor *sg__sparse_sum(sg_tensor *a);              /* COO -> scalar */
 
 /* ---- threads */
 int sg__threads(const sg_ctx *ctx);
+
+/* ---- small helpers shared by modules */
+/* Status for a backward or kernel to return after an allocation came back NULL: the one
+ * recorded on ctx, NOMEM if none was. */
+static inline int sg__status_or_nomem(const sg_ctx *ctx)
+{
+    return ctx->status != SG_OK ? ctx->status : SG_ERR_NOMEM;
+}
+
+/* Hints to fetch the cache line at address a for reading (SG__PREFETCH) or writing
+ * (SG__PREFETCH_W); no effect where the compiler has none. */
+#if defined(__GNUC__)
+#define SG__PREFETCH(a) __builtin_prefetch(a)
+#define SG__PREFETCH_W(a) __builtin_prefetch((a), 1)
+#else
+#define SG__PREFETCH(a) ((void)(a))
+#define SG__PREFETCH_W(a) ((void)(a))
+#endif
 
 /* ---- dtype dispatch: runs BODY with T defined as float or double */
 #define SG__DISPATCH_FLOAT(dtype, T, BODY)         \

@@ -87,8 +87,3 @@ void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int
     *len = t->shape[dim];
     *inner = sg__prod(t->shape, dim + 1, t->ndim);
 }
-
-int sg__op_status(const sg_ctx *ctx)
-{
-    return ctx->status != SG_OK ? ctx->status : SG_ERR_NOMEM;
-}

@@ -199,7 +199,7 @@ static int bin_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *x = n->in[0];
         if (!sg__wants_grad(x)) return SG_OK;
         sg_tensor *g = bin_input_grad(n, &bc, gout, 1, true);
-        return g ? sg__accum_grad(x, g, true) : sg__op_status(x->ctx);
+        return g ? sg__accum_grad(x, g, true) : sg__status_or_nomem(x->ctx);
     }
     for (int k = 0; k < 2; k++) {
         sg_tensor *x = n->in[k];
@@ -210,7 +210,7 @@ static int bin_backward(sg_node *n, sg_tensor *gout)
             continue;
         }
         sg_tensor *g = bin_input_grad(n, &bc, gout, k, false);
-        if (!g) return sg__op_status(x->ctx);
+        if (!g) return sg__status_or_nomem(x->ctx);
         int rc = sg__accum_grad(x, g, true);
         if (rc != SG_OK) return rc;
     }
@@ -284,7 +284,7 @@ static sg_tensor *scale_dense(const sg_tensor *x, double s)
 static int scale_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *g = scale_dense(gout, n->scalar[0]);
-    if (!g) return sg__op_status(gout->ctx);
+    if (!g) return sg__status_or_nomem(gout->ctx);
     return sg__accum_grad(n->in[0], g, true);
 }
 

@@ -69,7 +69,7 @@ static int ce_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *x = n->in[0];
     const int64_t N = x->shape[0];
     sg_tensor *g = sg__tmp_like(x, false);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     ce_job J = {x->dtype, x->shape[1], x->data, n->saved[1], n->saved[0]->data, NULL,
                 g->data, sg_tensor_get(gout, 0) / (double)N};
     sg__op_parallel(x->ctx, N, row_grain(x->shape[1]), ce_run, &J);
@@ -170,7 +170,7 @@ static int bce_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *in = n->in[k];
         if (!sg__wants_grad(in)) continue;
         sg_tensor *g = sg__tmp_like(in, false);
-        if (!g) return sg__op_status(x->ctx);
+        if (!g) return sg__status_or_nomem(x->ctx);
         bce_job J = {x->dtype, x->data, n->in[1]->data, NULL, g->data, k, scale};
         sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, bce_run, &J);
         int rc = sg__accum_grad(in, g, true);

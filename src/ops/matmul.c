@@ -140,7 +140,7 @@ static int matmul_backward(sg_node *n, sg_tensor *gout)
     if (sg__wants_grad(a)) {
         sg_tensor *bt = transpose_last2(b, batch, K, N); /* (batch,N,K) */
         ga = bt ? sg__tmp_like(a, true) : NULL;
-        if (!ga) return sg__op_status(ctx);
+        if (!ga) return sg__status_or_nomem(ctx);
         mm_run(ctx, a->dtype, batch, M, N, K, gout->data, bt->data, ga->data);
         if (!same) {
             int rc = sg__accum_grad(a, ga, true);
@@ -150,7 +150,7 @@ static int matmul_backward(sg_node *n, sg_tensor *gout)
     if (sg__wants_grad(b)) {
         sg_tensor *at = transpose_last2(a, batch, M, K); /* (batch,K,M) */
         sg_tensor *gb = !at ? NULL : same ? ga : sg__tmp_like(b, true);
-        if (!gb) return sg__op_status(ctx);
+        if (!gb) return sg__status_or_nomem(ctx);
         mm_run(ctx, b->dtype, batch, K, M, N, at->data, gout->data, gb->data);
         int rc = sg__accum_grad(b, gb, true);
         if (rc != SG_OK) return rc;
@@ -269,7 +269,7 @@ static int rowdot_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *x = n->in[k];
         if (!sg__wants_grad(x)) continue;
         sg_tensor *g = sg__tmp_like(x, false);
-        if (!g) return sg__op_status(x->ctx);
+        if (!g) return sg__status_or_nomem(x->ctx);
         rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data, same};
         sg__op_parallel(x->ctx, x->shape[0], rowdot_grain(x->shape[1]), rowdot_rows, &J);
         int rc = sg__accum_grad(x, g, true);

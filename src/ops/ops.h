@@ -32,7 +32,4 @@ bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out);
 /* Views t as (outer, len, inner) around dimension dim (already normalised). */
 void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner);
 
-/* Status to return from a backward whose allocation failed (NOMEM if none recorded). */
-int sg__op_status(const sg_ctx *ctx);
-
 #endif

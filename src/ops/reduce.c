@@ -56,7 +56,7 @@ static int reduce_all_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *x = n->in[0];
     sg_tensor *g = sg__tmp_like(x, false);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     fill_job J = {x->dtype, g->data, sg_tensor_get(gout, 0) * n->scalar[0]};
     sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, fill_run, &J);
     return sg__accum_grad(x, g, true);
@@ -158,7 +158,7 @@ static int reduce_dim_backward(sg_node *n, sg_tensor *gout)
     int64_t outer, len, inner;
     sg__op_split(x, (int)n->iarg[0], &outer, &len, &inner);
     sg_tensor *g = sg__tmp_like(x, false);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     dim_job J = {x->dtype, len, inner, gout->data, g->data, n->scalar[0], true};
     sg__op_parallel(x->ctx, outer * inner, dim_grain(len), dim_run, &J);
     return sg__accum_grad(x, g, true);

@@ -178,17 +178,8 @@ static sg_tensor *sgns_coo_grad(sgns_job *j)
 {
     sg_ctx *ctx = j->W->ctx;
     const int64_t n = j->B * j->T;
-    int64_t ishape[2] = {1, n}, vshape[2] = {n, j->D};
-    sg_tensor *idx;
-    if (j->tg->dtype == SG_I64) {
-        idx = sg__view(ctx, SG_I64, 2, ishape, j->tg->data);
-    } else {
-        idx = sg__tmp(ctx, SG_I64, 2, ishape, false);
-        if (idx) {
-            int64_t *o = idx->data;
-            for (int64_t e = 0; e < n; e++) o[e] = sg__idx_at(j->tg, e);
-        }
-    }
+    int64_t vshape[2] = {n, j->D};
+    sg_tensor *idx = sg__index_row_i64(j->tg);
     j->out = sg__tmp(ctx, j->W->dtype, 2, vshape, false);
     if (!idx || !j->out) return NULL;
     sg__op_parallel(ctx, j->B, SGNS_GRAIN, sgns_coo_values_range, j);
@@ -220,14 +211,14 @@ static int sgns_backward(sg_node *n, sg_tensor *gout)
         }
     } else if (sg__wants_grad(W)) {
         sg_tensor *gw = sgns_coo_grad(&j);
-        if (!gw) return sg__op_status(ctx);
+        if (!gw) return sg__status_or_nomem(ctx);
         int rc = sg__accum_grad(W, gw, true);
         if (rc) return rc;
     }
     if (sg__wants_grad(h) && j.hdir) {
         if (g == 1.0) return sg__accum_grad(h, j.hdir, false);
         j.out = sg__tmp_like(h, false);
-        if (!j.out) return sg__op_status(ctx);
+        if (!j.out) return sg__status_or_nomem(ctx);
         sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_scale_range, &j);
         return sg__accum_grad(h, j.out, true);
     }

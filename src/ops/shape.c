@@ -13,7 +13,7 @@ static int reshape_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *x = n->in[0];
     sg_tensor *g = sg__view(x->ctx, gout->dtype, x->ndim, x->shape, gout->data);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     return sg__accum_grad(x, g, false);
 }
 
@@ -124,7 +124,7 @@ static sg_tensor *swap_copy(const sg_tensor *x, int d0, int d1)
 static int transpose_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *g = swap_copy(gout, (int)n->iarg[0], (int)n->iarg[1]);
-    if (!g) return sg__op_status(gout->ctx);
+    if (!g) return sg__status_or_nomem(gout->ctx);
     return sg__accum_grad(n->in[0], g, true);
 }
 
@@ -160,7 +160,7 @@ static int concat_backward(sg_node *n, sg_tensor *gout)
         if (!sg__wants_grad(x)) continue;
         sg_tensor *g = sg__view(x->ctx, gout->dtype, x->ndim, x->shape,
                                 (char *)gout->data + n->iarg[k] * row);
-        if (!g) return sg__op_status(x->ctx);
+        if (!g) return sg__status_or_nomem(x->ctx);
         int rc = sg__accum_grad(x, g, false);
         if (rc != SG_OK) return rc;
     }

@@ -69,7 +69,7 @@ static int sm_backward(sg_node *n, sg_tensor *gout)
     int64_t outer, len, inner;
     sg__op_split(x, (int)n->iarg[0], &outer, &len, &inner);
     sg_tensor *g = sg__tmp_like(x, false);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     sm_job J = {x->dtype, len, inner, n->iarg[1] != 0, NULL, n->out->data, gout->data, g->data};
     sg__op_parallel(x->ctx, outer * inner, sm_grain(len), sm_run, &J);
     return sg__accum_grad(x, g, true);

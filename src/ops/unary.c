@@ -75,7 +75,7 @@ static int un_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *x = n->in[0];
     sg_tensor *g = sg__tmp_like(x, false);
-    if (!g) return sg__op_status(x->ctx);
+    if (!g) return sg__status_or_nomem(x->ctx);
     un_job J = {x->dtype, (un_kind)n->iarg[0], x->data, n->out->data, gout->data, g->data};
     sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, un_run, &J);
     return sg__accum_grad(x, g, true);

@@ -9,8 +9,6 @@
 
 #include <math.h>
 
-#define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
-
 static bool adagrad_needs_groups(const sg_optim *opt)
 {
     (void)opt;

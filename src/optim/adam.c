@@ -13,8 +13,6 @@
 
 #include <math.h>
 
-#define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
-
 #define BETA_TAB 1024
 #define BETA_LEVELS 3
 

@@ -14,6 +14,8 @@
 
 #include "internal.h"
 
+#include <math.h>
+
 typedef enum {
     SG__OPT_SGD,
     SG__OPT_ADAGRAD,
@@ -148,17 +150,14 @@ void sg__sgd_prepare(sg_optim *opt, double lr);
 /* Prefetches (for writing) row `row` of a (rows, rowbytes) buffer; base NULL: nothing. */
 static inline void sg__optim_prefetch(const void *base, int64_t row, size_t rowbytes)
 {
-#if defined(__GNUC__)
     if (!base) return;
     const char *p = (const char *)base + (size_t)row * rowbytes;
     size_t n = rowbytes < SG__OPTIM_PREFETCH_MAX ? rowbytes : SG__OPTIM_PREFETCH_MAX;
-    for (size_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 1);
-#else
-    (void)base;
-    (void)row;
-    (void)rowbytes;
-#endif
+    for (size_t off = 0; off < n; off += 64) SG__PREFETCH_W(p + off);
 }
+
+/* sqrt of a float or double in its own precision. */
+#define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
 /* Loop bounds for parallel kernels: run on one thread below this many elements. */
 #define SG__OPTIM_GRAIN ((int64_t)1 << 15)

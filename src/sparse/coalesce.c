@@ -118,13 +118,6 @@ static void *radix_parallel(void *a, void *b, int64_t n, int passes, bool packed
     return a;
 }
 
-/* Prefetch hint for address a (no effect where unsupported). */
-#if defined(__GNUC__)
-#define SG__PREFETCH(a) __builtin_prefetch(a)
-#else
-#define SG__PREFETCH(a) ((void)(a))
-#endif
-
 /* Sums the runs of sorted pairs s[i0..i1) (whole runs, the first one result row u0) into
  * out's values, each run's rows in order, prefetching the value rows of the pairs
  * SG__PREFETCH_AHEAD further on. No branch depends on the run lengths (random, so

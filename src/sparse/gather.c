@@ -15,8 +15,6 @@
 /* Below this many copied elements a gather stays on one thread. */
 #define SG__GATHER_PAR_MIN ((int64_t)1 << 16)
 
-static int bw_status(const sg_ctx *ctx) { return ctx->status ? ctx->status : SG_ERR_NOMEM; }
-
 static bool check_table(const char *op, const sg_tensor *W)
 {
     if (W->layout != SG_DENSE) {
@@ -72,9 +70,9 @@ static int embedding_backward(sg_node *n, sg_tensor *gout)
             }
         }
     }
-    if (!val) return bw_status(ctx);
+    if (!val) return sg__status_or_nomem(ctx);
     sg_tensor *g = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
-    if (!g) return bw_status(ctx);
+    if (!g) return sg__status_or_nomem(ctx);
     /* Fused: W changes only after the whole backward, which other nodes may still need
      * W's current rows for. */
     if (n->extra) return sg__defer(n, embedding_apply_fused, g);
@@ -105,11 +103,6 @@ static void renorm_rows(sg_tensor *W, const sg_tensor *idx, double max_norm)
  * prefetches (the hardware streams the rest of a wide row). */
 #define SG__GATHER_AHEAD 8
 #define SG__GATHER_PREFETCH_MAX 1024
-#if defined(__GNUC__)
-#define SG__GATHER_PREFETCH(a) __builtin_prefetch(a)
-#else
-#define SG__GATHER_PREFETCH(a) ((void)(a))
-#endif
 
 /* out[b] = W[idx[b]] (zeros where idx[b] == pad) for b in [lo, hi). */
 static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, sg_tensor *out, int64_t lo, int64_t hi)
@@ -121,7 +114,7 @@ static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, s
     for (int64_t b = lo; b < hi; b++) {                                                      \
         if (b + SG__GATHER_AHEAD < hi) {                                                     \
             const char *p = (const char *)(w + (I)[b + SG__GATHER_AHEAD] * D);               \
-            for (size_t off = 0; off < pfbytes; off += 64) SG__GATHER_PREFETCH(p + off);     \
+            for (size_t off = 0; off < pfbytes; off += 64) SG__PREFETCH(p + off);     \
         }                                                                                    \
         int64_t r = (I)[b];                                                                  \
         T *restrict dst = y + b * D;                                                         \
@@ -221,7 +214,7 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
         int64_t vshape[2] = {N, D};
         sg_tensor *val = sg__tmp(ctx, W->dtype, 2, vshape, mode == SG_BAG_MAX || B == 0);
         sg_tensor *ind = val ? sg__index_row_i64(idx) : NULL;
-        if (!ind) return bw_status(ctx);
+        if (!ind) return sg__status_or_nomem(ctx);
         SG__DISPATCH_FLOAT(W->dtype, T, {
             const T *g = gout->data;
             const T *pw = psw ? psw->data : NULL;
@@ -243,12 +236,12 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
             }
         });
         sg_tensor *gw = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
-        int rc = gw ? sg__accum_grad(W, gw, false) : bw_status(ctx);
+        int rc = gw ? sg__accum_grad(W, gw, false) : sg__status_or_nomem(ctx);
         if (rc) return rc;
     }
     if (sg__wants_grad(psw)) { /* d/dw_i = <gout[bag(i)], W[idx_i]> */
         sg_tensor *gp = sg__tmp_like(psw, true);
-        if (!gp) return bw_status(ctx);
+        if (!gp) return sg__status_or_nomem(ctx);
         SG__DISPATCH_FLOAT(W->dtype, T, {
             const T *g = gout->data;
             const T *w = W->data;
@@ -369,23 +362,23 @@ static int index_select_backward(sg_node *n, sg_tensor *gout)
     if (dim == 0 && gout->layout == SG_DENSE) { /* rows idx, values gout: no copy for int64 */
         sg_tensor *ind = sg__index_row_i64(idx);
         sg_tensor *g = ind ? sg__coo_wrap(ctx, x->ndim, x->shape, 1, ind, gout, false) : NULL;
-        return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+        return g ? sg__accum_grad(x, g, false) : sg__status_or_nomem(ctx);
     }
     if (dim == 0) { /* COO gout: map its leading index through idx */
         int64_t nnz = gout->nnz, ishape[2] = {gout->sparse_dim, nnz};
         sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
-        if (!ind) return bw_status(ctx);
+        if (!ind) return sg__status_or_nomem(ctx);
         int64_t *d = ind->data;
         const int64_t *s = gout->indices->data;
         for (int64_t e = 0; e < nnz; e++) d[e] = sg__idx_at(idx, s[e]);
         if (gout->sparse_dim > 1)
             memcpy(d + nnz, s + nnz, (size_t)((gout->sparse_dim - 1) * nnz) * sizeof *d);
         sg_tensor *g = sg__coo_wrap(ctx, x->ndim, x->shape, gout->sparse_dim, ind, gout->values, false);
-        return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+        return g ? sg__accum_grad(x, g, false) : sg__status_or_nomem(ctx);
     }
     /* Another dim: a dense gradient, scattered per outer block in idx order. */
     sg_tensor *g = sg__tmp_like(x, true);
-    if (!g) return bw_status(ctx);
+    if (!g) return sg__status_or_nomem(ctx);
     int64_t outer = sg__prod(x->shape, 0, dim), len = x->shape[dim], inner = sg__prod(x->shape, dim + 1, x->ndim);
     int64_t K = idx->numel;
     SG__DISPATCH_FLOAT(x->dtype, T, {
@@ -447,7 +440,7 @@ static int slice_backward(sg_node *n, sg_tensor *gout)
     int64_t nnz = gout->layout == SG_COO ? gout->nnz : gout->shape[0];
     int64_t ishape[2] = {sd, nnz};
     sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
-    if (!ind) return bw_status(ctx);
+    if (!ind) return sg__status_or_nomem(ctx);
     int64_t *d = ind->data;
     sg_tensor *val = gout;
     bool coalesced = true;
@@ -460,7 +453,7 @@ static int slice_backward(sg_node *n, sg_tensor *gout)
         for (int64_t e = 0; e < nnz; e++) d[e] = start + e;
     }
     sg_tensor *g = sg__coo_wrap(ctx, x->ndim, x->shape, sd, ind, val, coalesced);
-    return g ? sg__accum_grad(x, g, false) : bw_status(ctx);
+    return g ? sg__accum_grad(x, g, false) : sg__status_or_nomem(ctx);
 }
 
 sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end)

@@ -18,11 +18,6 @@
 /* Entries ahead at which the destination row is prefetched; entries per block. */
 #define SG__IADD_AHEAD 8
 #define SG__IADD_BLOCK 256
-#if defined(__GNUC__)
-#define SG__PREFETCH(a) __builtin_prefetch(a)
-#else
-#define SG__PREFETCH(a) ((void)(a))
-#endif
 
 /* dr[0..D) += a * vr[0..D) (a == 1: a plain add). Rows of a multiple of 16 elements go
  * in fixed blocks, which compile to straight vector code without remainder handling. */

@@ -54,8 +54,4 @@ sg_tensor *sg__coo_expand(const sg_tensor *t, int sparse_dim);
  * [0, limit). Records SG_ERR_LAYOUT / SG_ERR_DTYPE / SG_ERR_INDEX naming `op`. (coo.c) */
 bool sg__check_index(const char *op, const sg_tensor *idx, int64_t limit);
 
-/* The entries of an int32/int64 tensor as an int64 (1, n) tape tensor: a view of idx's
- * buffer for int64 (no copy), a converted copy for int32. (coo.c) */
-sg_tensor *sg__index_row_i64(const sg_tensor *idx);
-
 #endif

@@ -32,7 +32,6 @@ static int scale_backward(sg_node *n, sg_tensor *gout);
 static int transpose_backward(sg_node *n, sg_tensor *gout);
 static int mask_backward(sg_node *n, sg_tensor *gout);
 
-static int bw_status(const sg_ctx *ctx) { return ctx->status ? ctx->status : SG_ERR_NOMEM; }
 
 /* True when a's gradient only matters at a's pattern (see the file comment). */
 static bool grad_restricted(const sg_tensor *a, int depth)
@@ -175,7 +174,7 @@ static sg_tensor *scale_any(sg_tensor *t, double s)
 static int scale_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *g = scale_any(gout, n->scalar[0]);
-    if (!g) return bw_status(n->out->ctx);
+    if (!g) return sg__status_or_nomem(n->out->ctx);
     return sg__accum_grad(n->in[0], g, g->layout == SG_DENSE);
 }
 
@@ -238,7 +237,7 @@ static int transpose_backward(sg_node *n, sg_tensor *gout)
     bool swap = n->iarg[0] != 0;
     if (gout->layout == SG_DENSE && !swap) return sg__accum_grad(n->in[0], gout, false);
     sg_tensor *g = gout->layout == SG_DENSE ? dense_transpose(gout) : coo_transpose(gout, swap);
-    if (!g) return bw_status(n->out->ctx);
+    if (!g) return sg__status_or_nomem(n->out->ctx);
     return sg__accum_grad(n->in[0], g, g->layout == SG_DENSE);
 }
 
@@ -366,7 +365,7 @@ static int spmm_backward(sg_node *n, sg_tensor *gout)
     int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
     if (sg__wants_grad(b)) { /* dB = A^T @ G, over A's entries only */
         sg_tensor *gb = sg__tmp_like(b, true);
-        if (!gb) return bw_status(ctx);
+        if (!gb) return sg__status_or_nomem(ctx);
         spmm_job j = {a, gout, gb};
         int64_t work = a->nnz * N * (a->sparse_dim == 2 ? 1 : K);
         by_row_ranges(ctx, K, work, spmm_bwd_b_range, &j);
@@ -379,16 +378,16 @@ static int spmm_backward(sg_node *n, sg_tensor *gout)
         int64_t rows;
         if (grad_restricted(a, 0)) {
             sg_tensor *p = unique_pattern(a);
-            if (!p) return bw_status(ctx);
+            if (!p) return sg__status_or_nomem(ctx);
             sg_tensor *v = sg__tmp(ctx, a->dtype, p->values->ndim, p->values->shape, false);
             ga = v ? sg__coo_wrap(ctx, 2, a->shape, p->sparse_dim, p->indices, v, true) : NULL;
-            if (!ga) return bw_status(ctx);
+            if (!ga) return sg__status_or_nomem(ctx);
             j.out = v;
             j.pat = p;
             rows = p->nnz;
         } else {
             ga = sg__tmp_like(a, false);
-            if (!ga) return bw_status(ctx);
+            if (!ga) return sg__status_or_nomem(ctx);
             j.out = ga;
             rows = M;
         }
@@ -437,12 +436,12 @@ static int sum_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *p = unique_pattern(a);
         sg_tensor *v = p ? filled(ctx, a->dtype, p->values->ndim, p->values->shape, g0) : NULL;
         sg_tensor *g = v ? sg__coo_wrap(ctx, a->ndim, a->shape, p->sparse_dim, p->indices, v, true) : NULL;
-        return g ? sg__accum_grad(a, g, false) : bw_status(ctx);
+        return g ? sg__accum_grad(a, g, false) : sg__status_or_nomem(ctx);
     }
     /* Non-masked semantics: every element of a's dense form has derivative g0, so a leaf's
      * gradient is the full dense array, O(numel). */
     sg_tensor *g = filled(ctx, a->dtype, a->ndim, a->shape, g0);
-    return g ? sg__accum_grad(a, g, true) : bw_status(ctx);
+    return g ? sg__accum_grad(a, g, true) : sg__status_or_nomem(ctx);
 }
 
 /* Sum of every element of COO a's dense form (duplicates included) -> shape (). Summed in
@@ -566,7 +565,7 @@ static int mask_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *p = n->out; /* coalesced: the mask's pattern */
     sg_tensor *v = values_at(gout, p);
     sg_tensor *g = v ? sg__coo_wrap(p->ctx, p->ndim, p->shape, p->sparse_dim, p->indices, v, true) : NULL;
-    return g ? sg__accum_grad(n->in[0], g, false) : bw_status(p->ctx);
+    return g ? sg__accum_grad(n->in[0], g, false) : sg__status_or_nomem(p->ctx);
 }
 
 sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask)
