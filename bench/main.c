@@ -1,4 +1,5 @@
 /* sgrad-bench: runs benchmark families and prints JSON lines (see bench/bench.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "bench.h"
 #include "families.h"
 
