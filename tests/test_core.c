@@ -3,23 +3,6 @@
 #include "internal.h"
 #include "testutil.h"
 
-/* ---- a counting allocator that can fail the N-th allocation */
-typedef struct {
-    long calls, fail_at; /* fail_at <= 0: never */
-} counting;
-
-static void *count_alloc(void *ud, size_t n)
-{
-    counting *c = ud;
-    c->calls++;
-    if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
-    return malloc(n);
-}
-static void count_free(void *ud, void *p)
-{
-    (void)ud;
-    free(p);
-}
 
 /* ---- a test op: y = s * x, whose backward counts its calls */
 static int scale_calls;
@@ -98,8 +81,8 @@ TEST(memory_accounting_returns_to_zero)
 /* The steady state of a step allocates nothing: the arena keeps its memory. */
 TEST(steady_state_step_does_not_allocate)
 {
-    counting c = {0, 0};
-    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}});
+    tu_counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &c}});
     sg_tensor *x = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){1000});
     sg_tensor_requires_grad(x, 1);
     long before = 0;
@@ -268,8 +251,8 @@ static int mlp_setup(sg_ctx *ctx, sg_tensor **p, sg_tensor **X, sg_tensor **Y)
  * and parameters unchanged when the step failed. */
 TEST(allocation_failure_at_every_point_of_a_step)
 {
-    counting c = {0, 0};
-    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}, .threads = 1});
+    tu_counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &c}, .threads = 1});
     sg_tensor *p[3], *X, *Y;
     CHECK(mlp_setup(ctx, p, &X, &Y) == SG_OK);
     long setup_calls = c.calls;
@@ -278,8 +261,8 @@ TEST(allocation_failure_at_every_point_of_a_step)
     sg_ctx_free(ctx);
     int failures_seen = 0;
     for (long n = setup_calls + 1; n <= total; n++) {
-        counting f = {0, n};
-        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &f}, .threads = 1});
+        tu_counting f = {0, n};
+        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &f}, .threads = 1});
         CHECK(fc != NULL);
         if (!fc) continue;
         CHECK(mlp_setup(fc, p, &X, &Y) == SG_OK);

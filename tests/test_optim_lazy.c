@@ -7,15 +7,6 @@
 #include "optim/optim.h"
 #include "testutil.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
 static sg_tensor *table(sg_ctx *ctx, sg_dtype dt, int64_t rows, int64_t width, const double *init)
 {
@@ -87,7 +78,7 @@ static double lazy_vs_dense(sg_dtype dt, sg_sgd_opts o, const sg_lr_schedule *sc
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     double init[LV * LD];
-    for (int i = 0; i < LV * LD; i++) init[i] = rnd_unit();
+    for (int i = 0; i < LV * LD; i++) init[i] = tu_rand_unit();
     sg_tensor *S = table(ctx, dt, LV, LD, init), *D = table(ctx, dt, LV, LD, init);
     sg_optim *os = sg_optim_sgd(ctx, &o), *od = sg_optim_sgd(ctx, &o);
     sg_optim_add_param(os, S);
@@ -101,9 +92,9 @@ static double lazy_vs_dense(sg_dtype dt, sg_sgd_opts o, const sg_lr_schedule *sc
         int64_t idx[LBATCH];
         double g[LBATCH * LD], dense[LV * LD] = {0};
         for (int k = 0; k < LBATCH; k++) {
-            idx[k] = rnd() % 10 < 8 ? (int64_t)(rnd() % 8) : 8 + (int64_t)(rnd() % (LV - 9));
+            idx[k] = tu_rand() % 10 < 8 ? (int64_t)(tu_rand() % 8) : 8 + (int64_t)(tu_rand() % (LV - 9));
             for (int j = 0; j < LD; j++) {
-                g[k * LD + j] = rnd_unit();
+                g[k * LD + j] = tu_rand_unit();
                 dense[idx[k] * LD + j] += g[k * LD + j];
             }
         }
@@ -218,7 +209,7 @@ TEST(fused_embedding_update_equals_unfused)
     for (int kind = 0; kind < 6; kind++) {
         sg_ctx *ctx = sg_ctx_new(NULL);
         double init[V * D];
-        for (int i = 0; i < V * D; i++) init[i] = rnd_unit();
+        for (int i = 0; i < V * D; i++) init[i] = tu_rand_unit();
         sg_tensor *Wu = table(ctx, SG_F32, V, D, init), *Wf = table(ctx, SG_F32, V, D, init);
         sg_optim *ou = NULL, *of = NULL;
         for (int k = 0; k < 2; k++) {
@@ -239,8 +230,8 @@ TEST(fused_embedding_update_equals_unfused)
         for (int s = 0; s < STEPS; s++) {
             int64_t idx[B];
             double g[B * D];
-            for (int b = 0; b < B; b++) idx[b] = (int64_t)(rnd() % (b < 4 ? 3 : V)); /* repeats */
-            for (int i = 0; i < B * D; i++) g[i] = rnd_unit();
+            for (int b = 0; b < B; b++) idx[b] = (int64_t)(tu_rand() % (b < 4 ? 3 : V)); /* repeats */
+            for (int i = 0; i < B * D; i++) g[i] = tu_rand_unit();
             CHECK_STATUS(ctx, lookup_backward(Wu, B, idx, g, NULL), SG_OK);
             CHECK_STATUS(ctx, lookup_backward(Wf, B, idx, g, of), SG_OK);
             CHECK(sg_tensor_grad(Wf) == NULL); /* no gradient materialised */
@@ -271,7 +262,7 @@ TEST(coo_gradient_with_two_sparse_dims)
     for (int kind = 0; kind < 4; kind++) {
         sg_ctx *ctx = sg_ctx_new(NULL);
         double init[V * D];
-        for (int i = 0; i < V * D; i++) init[i] = rnd_unit();
+        for (int i = 0; i < V * D; i++) init[i] = tu_rand_unit();
         sg_tensor *A = table(ctx, SG_F64, V, D, init), *R = table(ctx, SG_F64, V, D, init);
         sg_optim *oa, *orr;
         if (kind == 0) {
@@ -294,7 +285,7 @@ TEST(coo_gradient_with_two_sparse_dims)
             int64_t ind[2 * N] = {1, 4, 1, (int64_t)(s % V), /* rows */ 0, 2, 2, 1 /* cols */};
             double val[N], rows[N * D] = {0};
             for (int e = 0; e < N; e++) {
-                val[e] = rnd_unit();
+                val[e] = tu_rand_unit();
                 rows[e * D + ind[N + e]] = val[e];
             }
             sg_tensor *coo = sg_coo_new(ctx, SG_F64, 2, sg_tensor_shape(A), 2, N, ind, val);
@@ -325,7 +316,7 @@ TEST(coo_gradient_with_several_sparse_dims_equals_dense)
         for (int kind = 0; kind < 5; kind++) {
             sg_ctx *ctx = sg_ctx_new(NULL);
             double init[R * A * B];
-            for (int i = 0; i < R * A * B; i++) init[i] = rnd_unit();
+            for (int i = 0; i < R * A * B; i++) init[i] = tu_rand_unit();
             sg_tensor *P = sg_tensor_requires_grad(sg_tensor_from_data(ctx, SG_F64, 3, shape, init), 1);
             sg_tensor *Q = sg_tensor_requires_grad(sg_tensor_from_data(ctx, SG_F64, 3, shape, init), 1);
             sg_optim *op[2];
@@ -345,8 +336,8 @@ TEST(coo_gradient_with_several_sparse_dims_equals_dense)
                 int64_t ind[3 * N];
                 double val[N * B], dense[R * A * B] = {0};
                 for (int e = 0; e < N; e++) {
-                    int64_t r = e < 6 ? 1 + 4 * (e % 2) : (int64_t)(rnd() % R);
-                    int64_t a = (int64_t)(rnd() % A), b = (int64_t)(rnd() % B);
+                    int64_t r = e < 6 ? 1 + 4 * (e % 2) : (int64_t)(tu_rand() % R);
+                    int64_t a = (int64_t)(tu_rand() % A), b = (int64_t)(tu_rand() % B);
                     if (e == N - 1) { /* an exact duplicate of entry 0 */
                         r = ind[0];
                         a = ind[N];
@@ -356,7 +347,7 @@ TEST(coo_gradient_with_several_sparse_dims_equals_dense)
                     ind[N + e] = a;
                     if (sd == 3) ind[2 * N + e] = b;
                     for (int64_t j = 0; j < bs; j++) {
-                        val[e * bs + j] = rnd_unit();
+                        val[e * bs + j] = tu_rand_unit();
                         dense[(r * A + a) * B + (sd == 3 ? b : j)] += val[e * bs + j];
                     }
                 }
@@ -466,9 +457,9 @@ TEST(bitwise_identical_across_thread_counts)
     enum { V = 3000, D = 16, N = 4000, STEPS = 4 };
     int64_t *idx = malloc(STEPS * N * sizeof *idx);
     double *g = malloc((size_t)STEPS * N * D * sizeof *g), *init = malloc(V * D * sizeof *init);
-    for (int i = 0; i < STEPS * N; i++) idx[i] = (int64_t)(rnd() % (i % 3 ? V : 50));
-    for (int i = 0; i < STEPS * N * D; i++) g[i] = rnd_unit();
-    for (int i = 0; i < V * D; i++) init[i] = rnd_unit();
+    for (int i = 0; i < STEPS * N; i++) idx[i] = (int64_t)(tu_rand() % (i % 3 ? V : 50));
+    for (int i = 0; i < STEPS * N * D; i++) g[i] = tu_rand_unit();
+    for (int i = 0; i < V * D; i++) init[i] = tu_rand_unit();
     for (int kind = 0; kind < 5; kind++) {
         float *res[2];
         for (int th = 0; th < 2; th++) {

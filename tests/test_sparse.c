@@ -5,15 +5,6 @@
 #include "testutil.h"
 
 /* ---- small deterministic generator, independent of the library's */
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
 /* Dense meaning of a COO description by the plainest loop (f64). */
 static void naive_dense(int ndim, const int64_t *shape, int sd, int64_t nnz, const int64_t *idx,
@@ -42,13 +33,13 @@ static sg_tensor *random_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd
     int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
     double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
     for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = (int64_t)(rnd() % (uint64_t)range) * (rows / range);
+        int64_t r = (int64_t)(tu_rand() % (uint64_t)range) * (rows / range);
         for (int d = sd - 1; d >= 0; d--) {
             idx[d * nnz + e] = r % shape[d];
             r /= shape[d];
         }
     }
-    for (int64_t i = 0; i < nnz * D; i++) val[i] = rnd_unit();
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
     sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
     *idx_out = idx;
     *val_out = val;
@@ -173,8 +164,8 @@ TEST(index_add_is_bitwise_equal_for_1_and_2_threads)
     int64_t V = 3000, D = 24, nnz = 20000;
     int64_t *idx = malloc((size_t)nnz * sizeof *idx);
     float *val = malloc((size_t)(nnz * D) * sizeof *val);
-    for (int64_t e = 0; e < nnz; e++) idx[e] = (int64_t)(rnd() % 200) * 15; /* many duplicates */
-    for (int64_t i = 0; i < nnz * D; i++) val[i] = (float)rnd_unit() * 1000.0f; /* order-sensitive sums */
+    for (int64_t e = 0; e < nnz; e++) idx[e] = (int64_t)(tu_rand() % 200) * 15; /* many duplicates */
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = (float)tu_rand_unit() * 1000.0f; /* order-sensitive sums */
     sg_tensor *src = sg_coo_new(ctx, SG_F32, 2, (int64_t[]){V, D}, 1, nnz, idx, val);
     sg_tensor *d1 = sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){V, D});
     sg_tensor *d2 = sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){V, D});
@@ -204,10 +195,10 @@ TEST(index_add_skewed_rows_any_thread_count)
     int64_t *idx = malloc((size_t)(2 * nnz) * sizeof *idx);
     float *val = malloc((size_t)(nnz * 8) * sizeof *val);
     for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = (int64_t)(rnd() % (1 + rnd() % 12000));
+        int64_t r = (int64_t)(tu_rand() % (1 + tu_rand() % 12000));
         idx[e] = r / 40, idx[nnz + e] = r % 40;
     }
-    for (int64_t i = 0; i < nnz * 8; i++) val[i] = (float)rnd_unit() * 100.0f;
+    for (int64_t i = 0; i < nnz * 8; i++) val[i] = (float)tu_rand_unit() * 100.0f;
     sg_tensor *src = sg_coo_new(ctx, SG_F32, 3, shape, 2, nnz, idx, val);
     sg_tensor *ref = sg_tensor_new(ctx, SG_F32, 3, shape);
     sg_ctx_set_threads(ctx, 1);

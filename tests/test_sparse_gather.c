@@ -4,24 +4,16 @@
  * scatter loops; the embedding gradient is checked to borrow the incoming gradient buffer
  * and to cost O(B x D) memory. */
 #include "internal.h"
+#define TU_SEED 0xD1B54A32D192ED03ull
 #include "testutil.h"
 
-static uint64_t rng_state = 0xD1B54A32D192ED03ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
 static sg_tensor *rand_dense(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t *shape)
 {
     sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
     for (int64_t i = 0; i < sg_tensor_numel(t); i++) {
-        if (dt == SG_F64) sg_tensor_f64(t)[i] = rnd_unit();
-        else sg_tensor_f32(t)[i] = (float)rnd_unit();
+        if (dt == SG_F64) sg_tensor_f64(t)[i] = tu_rand_unit();
+        else sg_tensor_f32(t)[i] = (float)tu_rand_unit();
     }
     return t;
 }
@@ -109,7 +101,7 @@ TEST(embedding_matches_naive_gather_and_scatter)
     int64_t V = 50, D = 5, B = 40;
     sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
     int64_t v[40];
-    for (int i = 0; i < B; i++) v[i] = (int64_t)(rnd() % 7) * 7; /* duplicates */
+    for (int i = 0; i < B; i++) v[i] = (int64_t)(tu_rand() % 7) * 7; /* duplicates */
     for (int dt = 0; dt < 2; dt++) {
         sg_tensor *idx = index_tensor(ctx, dt ? SG_I32 : SG_I64, 3, (int64_t[]){2, 4, 5}, v);
         sg_embedding_opts o = {14, 0, NULL};
@@ -173,7 +165,7 @@ TEST(embedding_backward_memory_is_O_B_times_D)
     int64_t V = 100000, D = 16, B = 1000;
     sg_tensor *W = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
     sg_tensor *idx = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){B});
-    for (int64_t b = 0; b < B; b++) ((int64_t *)sg_tensor_data(idx))[b] = (int64_t)(rnd() % (uint64_t)V);
+    for (int64_t b = 0; b < B; b++) ((int64_t *)sg_tensor_data(idx))[b] = (int64_t)(tu_rand() % (uint64_t)V);
     sg_tensor *y = sg_embedding(W, idx, NULL);
     sg_tensor *loss = sg_sum(y);
     size_t before = sg_ctx_mem_stats(ctx).bytes_in_use;
@@ -216,7 +208,7 @@ TEST(embedding_max_norm_renormalises_looked_up_rows_first)
     sg_ctx_free(ctx);
 }
 
-/* An allocator that fails its N-th call (counting from `calls` = 0; fail_at <= 0: never). */
+/* An allocator that fails its N-th call (tu_counting from `calls` = 0; fail_at <= 0: never). */
 typedef struct {
     long calls, fail_at;
 } failing_alloc;
@@ -420,7 +412,7 @@ TEST(embedding_bag_matches_naive_loops)
     int64_t V = 20, D = 4, N = 30, B = 6;
     sg_tensor *W = rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D});
     int64_t v[30], off[6] = {0, 4, 4, 11, 20, 29};
-    for (int i = 0; i < N; i++) v[i] = (int64_t)(rnd() % (uint64_t)V);
+    for (int i = 0; i < N; i++) v[i] = (int64_t)(tu_rand() % (uint64_t)V);
     sg_tensor *idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){N}, v);
     sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){B}, off);
     sg_tensor *psw = rand_dense(ctx, SG_F32, 1, (int64_t[]){N});
@@ -624,21 +616,6 @@ TEST(gather_gradients_match_the_dense_selection_path)
 
 /* ---- allocation failure at every point of a step that uses every sparse path */
 
-typedef struct {
-    long calls, fail_at; /* fail_at <= 0: never */
-} counting;
-static void *count_alloc(void *ud, size_t n)
-{
-    counting *c = ud;
-    c->calls++;
-    if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
-    return malloc(n);
-}
-static void count_free(void *ud, void *p)
-{
-    (void)ud;
-    free(p);
-}
 
 typedef struct {
     sg_tensor *W, *B, *idx, *offsets, *mask, *acc;
@@ -684,8 +661,8 @@ static int sparse_step(sg_ctx *ctx, sparse_setup *s)
 
 TEST(allocation_failure_at_every_point_of_a_sparse_step)
 {
-    counting c = {0, 0};
-    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &c}, .threads = 1});
+    tu_counting c = {0, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &c}, .threads = 1});
     sparse_setup s;
     CHECK(setup_sparse(ctx, &s) == SG_OK);
     long setup_calls = c.calls;
@@ -696,8 +673,8 @@ TEST(allocation_failure_at_every_point_of_a_sparse_step)
     sg_ctx_free(ctx);
     int failures_seen = 0;
     for (long n = setup_calls + 1; n <= total; n++) {
-        counting f = {0, n};
-        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {count_alloc, count_free, &f}, .threads = 1});
+        tu_counting f = {0, n};
+        sg_ctx *fc = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &f}, .threads = 1});
         if (!fc || setup_sparse(fc, &s) != SG_OK) {
             CHECK(0);
             sg_ctx_free(fc);

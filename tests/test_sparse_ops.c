@@ -3,17 +3,9 @@
  * gradients, duplicate-heavy and empty operands, and the O(nnz) gradients of sum and spmm
  * when a sparse_mask restricts them. */
 #include "internal.h"
+#define TU_SEED 0x2545F4914F6CDD1Dull
 #include "testutil.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
 /* Persistent f64 COO with nnz random entries over rows [0, range) of its sparse index. */
 static sg_tensor *rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
@@ -25,13 +17,13 @@ static sg_tensor *rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, 
     int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
     double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
     for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = (int64_t)(rnd() % (uint64_t)range);
+        int64_t r = (int64_t)(tu_rand() % (uint64_t)range);
         for (int d = sd - 1; d >= 0; d--) {
             idx[d * nnz + e] = r % shape[d];
             r /= shape[d];
         }
     }
-    for (int64_t i = 0; i < nnz * D; i++) val[i] = rnd_unit();
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
     sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
     free(idx);
     free(val);
@@ -42,7 +34,7 @@ static sg_tensor *rand_dense(sg_ctx *ctx, int ndim, const int64_t *shape)
 {
     sg_tensor *t = sg_tensor_new(ctx, SG_F64, ndim, shape);
     double *d = sg_tensor_f64(t);
-    for (int64_t i = 0; i < sg_tensor_numel(t); i++) d[i] = rnd_unit();
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) d[i] = tu_rand_unit();
     return t;
 }
 
@@ -327,11 +319,11 @@ TEST(gradcheck_to_sparse_and_sparse_mask)
 /* loss = sum(w * y) for a fixed random w of y's shape (dense ops of the library). */
 static sg_tensor *weighted(sg_ctx *ctx, sg_tensor *y, uint64_t seed)
 {
-    uint64_t keep = rng_state;
-    rng_state = seed;
+    uint64_t keep = tu_rng_state;
+    tu_rng_state = seed;
     sg_tensor *w = sg_tensor_new_tmp(ctx, SG_F64, sg_tensor_ndim(y), sg_tensor_shape(y));
-    for (int64_t i = 0; i < sg_tensor_numel(w); i++) sg_tensor_f64(w)[i] = rnd_unit();
-    rng_state = keep;
+    for (int64_t i = 0; i < sg_tensor_numel(w); i++) sg_tensor_f64(w)[i] = tu_rand_unit();
+    tu_rng_state = keep;
     return sg_sum(sg_mul(sg_to_dense(y), w));
 }
 
@@ -446,7 +438,7 @@ TEST(empty_and_duplicate_heavy_operands)
     int64_t *idx = malloc((size_t)(2 * n) * sizeof *idx);
     double *val = malloc((size_t)n * sizeof *val);
     double want = 0;
-    for (int64_t i = 0; i < n; i++) idx[i] = 2, idx[n + i] = 3, val[i] = rnd_unit(), want += val[i];
+    for (int64_t i = 0; i < n; i++) idx[i] = 2, idx[n + i] = 3, val[i] = tu_rand_unit(), want += val[i];
     sg_tensor *d = sg_coo_new(ctx, SG_F64, 2, sh, 2, n, idx, val);
     CHECK_NEAR(sg_tensor_get(sg_to_dense(d), 2 * 5 + 3), want, 1e-12);
     CHECK_NEAR(sg_tensor_get(sg_to_dense(sg_transpose(d, 0, 1)), 3 * 6 + 2), want, 1e-12);

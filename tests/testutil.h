@@ -9,7 +9,43 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+
+/* ---- helpers shared by the test files */
+
+/* The tests' own random numbers (xorshift64), independent of the library's generator.
+ * A file may #define TU_SEED before including this header. */
+#ifndef TU_SEED
+#define TU_SEED 0x9E3779B97F4A7C15ull
+#endif
+static uint64_t tu_rng_state = TU_SEED;
+static inline uint64_t tu_rand(void)
+{
+    tu_rng_state ^= tu_rng_state << 13;
+    tu_rng_state ^= tu_rng_state >> 7;
+    tu_rng_state ^= tu_rng_state << 17;
+    return tu_rng_state;
+}
+/* Uniform in [-1, 1). */
+static inline double tu_rand_unit(void) { return (double)(tu_rand() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
+
+/* Allocator hooks that count calls and can fail the N-th one (fail_at <= 0: never). */
+typedef struct {
+    long calls, fail_at;
+} tu_counting;
+static inline void *tu_count_alloc(void *ud, size_t n)
+{
+    tu_counting *c = ud;
+    c->calls++;
+    if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
+    return malloc(n);
+}
+static inline void tu_count_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
 
 typedef void (*tu_fn)(void);
 typedef struct {
