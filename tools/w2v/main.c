@@ -28,7 +28,8 @@ static void usage(FILE *f)
             "    -cbow 0|1      1: CBOW, 0: skip-gram (1, as word2vec.c)\n"
             "    -binary 0|1    write the binary format (0: text)\n"
             "    -seed N        random seed (1)\n"
-            "    -batch N       examples per sgrad step (8192)\n"
+            "    -batch N       most examples per sgrad step (8192; a step also ends once a\n"
+            "                   word occurs 256 times in it)\n"
             "    -hogwild 0|1   1: Hogwild-style racy updates, faster, not reproducible;\n"
             "                   0: bitwise identical vectors for any -threads (default)\n"
             "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"
@@ -193,10 +194,11 @@ int main(int argc, char **argv)
     int threads = sg_ctx_threads(m.ctx);
     fprintf(stderr,
             "sgrad-w2v: %s, %d epochs, %d threads (%s): %.1f s, %.1fk words/sec/thread, "
-            "final loss %.4f\n",
+            "final loss %.4f; %lld steps of %.0f examples on average\n",
             cfg.cbow ? "cbow" : "skip-gram", cfg.iter, threads,
             cfg.hogwild ? "hogwild, not reproducible" : "deterministic", res.seconds,
-            res.words_per_sec_thread / 1e3, res.final_loss);
+            res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
+            res.steps ? (double)res.examples / (double)res.steps : 0.0);
     int rc = 0;
     if (cfg.output) {
         if (sg_wordvec_write(cfg.output, m.in, (const char *const *)v.words, cfg.binary)) {

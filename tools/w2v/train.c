@@ -69,6 +69,8 @@ typedef struct {
     int64_t n_input;
     int32_t *offset; /* CBOW: start of each bag in input (n) */
     int32_t *target; /* (n, 1 + negative) */
+    /* times each row of the input / output table occurs in the batch (0 between batches) */
+    int32_t *hits_in, *hits_out;
 } w2v_trainer;
 
 /* Reads the next sentence: kept in-vocabulary words, at most W2V_MAX_SENTENCE. */
@@ -105,13 +107,29 @@ static void draw_negatives(w2v_trainer *t, int32_t *row, int32_t positive)
     }
 }
 
-/* Fills the batch from the corpus; n == 0 means the epoch is over. */
+/* Counts one more occurrence of each row in rows[0..n); true once one reaches the cap. */
+static bool hit(int32_t *hits, const int32_t *rows, int64_t n)
+{
+    bool full = false;
+    for (int64_t i = 0; i < n; i++) full |= ++hits[rows[i]] >= W2V_MAX_ROW_HITS;
+    return full;
+}
+
+/* Fills the batch from the corpus; n == 0 means the epoch is over. A batch ends when it
+ * holds `cap` examples or when, after a centre word's examples, some row of either table
+ * occurs W2V_MAX_ROW_HITS times in it: a step sums every update of a row computed at the
+ * same point, and without the cap a very frequent word (a common noise word above all)
+ * takes one large step where word2vec.c takes many small self-correcting ones, which
+ * diverged with 8192-example batches on the demo corpus. */
 static void fill_batch(w2v_trainer *t)
 {
     const int W = t->cfg->window, T = t->cfg->negative + 1;
     const int64_t per_pos = t->cfg->cbow ? 1 : 2 * W;
+    for (int64_t i = 0; i < t->n_input; i++) t->hits_in[t->input[i]] = 0;
+    for (int64_t e = 0; e < t->n * T; e++) t->hits_out[t->target[e]] = 0;
     t->n = t->n_input = 0;
-    while (t->n + per_pos <= t->cap) {
+    bool full = false;
+    while (!full && t->n + per_pos <= t->cap) {
         if (t->pos >= t->len) {
             next_sentence(t);
             if (t->len == 0) return;
@@ -130,6 +148,8 @@ static void fill_batch(w2v_trainer *t)
             int32_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
+            full |= hit(t->hits_in, t->input + start, t->n_input - start);
+            full |= hit(t->hits_out, row, T);
             t->n++;
         } else {
             for (int c = lo; c <= hi; c++) {
@@ -138,6 +158,8 @@ static void fill_batch(w2v_trainer *t)
                 int32_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
+                full |= hit(t->hits_in, t->input + t->n, 1);
+                full |= hit(t->hits_out, row, T);
                 t->n++;
             }
             t->n_input = t->n;
@@ -217,13 +239,15 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     t.input = malloc((size_t)t.cap * (size_t)(cfg->cbow ? 2 * cfg->window : 1) * sizeof *t.input);
     t.offset = malloc((size_t)t.cap * sizeof *t.offset);
     t.target = malloc((size_t)(t.cap * T) * sizeof *t.target);
+    t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
+    t.hits_out = calloc((size_t)V, sizeof *t.hits_out);
     w2v_model m = {0};
     sg_ctx_opts co = {.threads = cfg->threads, .nondeterministic = cfg->hogwild,
                       .seed = cfg->seed ? cfg->seed : 42};
     m.ctx = sg_ctx_new(&co);
     int rc = -1;
     sg_optim *opt = NULL;
-    if (!t.keep || !t.input || !t.offset || !t.target || !m.ctx ||
+    if (!t.keep || !t.input || !t.offset || !t.target || !t.hits_in || !t.hits_out || !m.ctx ||
         w2v_noise_init(&t.noise, v->counts, V, 0.75)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
@@ -271,6 +295,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             epoch_loss += l;
             epoch_n += t.n;
             res->examples += t.n;
+            res->steps++;
             if (log && w2v_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
                 w2v_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
                                     false);
@@ -297,6 +322,8 @@ done:
     free(t.input);
     free(t.offset);
     free(t.target);
+    free(t.hits_in);
+    free(t.hits_out);
     if (rc == 0 && mout) *mout = m;
     else w2v_model_free(&m);
     return rc;

@@ -17,6 +17,7 @@
 
 #define W2V_MAX_WORD 100     /* longer words are cut to W2V_MAX_WORD - 1 bytes */
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
+#define W2V_MAX_ROW_HITS 256  /* a batch ends once a table row occurs this often in it */
 
 /* ---- random numbers: splitmix64, one stream per trainer (deterministic per seed) */
 typedef struct {
@@ -119,6 +120,7 @@ typedef struct {
     double words_per_sec_thread; /* corpus tokens * epochs / seconds / threads */
     double final_loss;     /* mean loss per example over the last epoch */
     int64_t examples;      /* examples trained on, all epochs */
+    int64_t steps;         /* sgrad steps (batches), all epochs */
     int64_t vocab_size;
 } w2v_result;
 
