@@ -166,4 +166,43 @@ TEST(deterministic_across_thread_counts)
     CHECK(memcmp(one, two, sizeof one) != 0);
 }
 
+TEST(dominant_word_keeps_training_stable)
+{
+    /* "the" is 30% of the tokens and a common noise word: an 8192-example batch would
+     * give it one huge summed step (on the demo corpus such batches diverged before the
+     * per-row cap); batches must end early instead, and training must converge. */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/sgrad_test_w2v_zipf_%d.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    w2v_rng r = {3};
+    for (int s = 0; s < 4000; s++)
+        for (int i = 0; i < 12; i++) {
+            uint32_t a = w2v_rng_below(&r, 1000), b = w2v_rng_below(&r, 200);
+            if (a < 300) fprintf(f, "the");
+            else fprintf(f, "w%u", b * w2v_rng_below(&r, 200) / 200);
+            fputc(i == 11 ? '\n' : ' ', f);
+        }
+    fclose(f);
+    w2v_config c;
+    w2v_config_default(&c);
+    c.train = path;
+    c.cbow = 0;
+    c.size = 32;
+    c.sample = 0;
+    c.threads = 1;
+    c.batch = 8192;
+    c.iter = 2;
+    w2v_vocab v;
+    w2v_vocab_init(&v);
+    CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);
+    w2v_result res;
+    w2v_model m;
+    CHECK(w2v_train(&c, &v, NULL, &res, &m) == 0);
+    CHECK(isfinite(res.final_loss) && res.final_loss < 3.0);
+    CHECK(res.steps > 0 && (double)res.examples / (double)res.steps < 2000);
+    if (m.ctx) w2v_model_free(&m);
+    w2v_vocab_free(&v);
+    remove(path);
+}
+
 TEST_MAIN()

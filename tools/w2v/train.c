@@ -174,8 +174,9 @@ static sg_tensor *tmp_i32(sg_ctx *ctx, int ndim, const int64_t *shape, const int
     return x;
 }
 
-/* One step on the current batch; returns the batch's summed loss or NaN on error. */
-static double step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr)
+/* One step on the current batch; *loss gets the batch's summed loss. 0, or -1 with a
+ * message printed. */
+static int step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr, double *loss_out)
 {
     sg_ctx *ctx = m->ctx;
     const int64_t n = t->n, T = t->cfg->negative + 1;
@@ -211,9 +212,10 @@ static double step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr)
     if (!loss || sg_backward(loss) || sg_optim_set_lr(opt, lr) || sg_optim_step(opt)) {
         fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
                 sg_status_string(sg_ctx_status(ctx)), sg_ctx_message(ctx));
-        return NAN;
+        return -1;
     }
-    return sg_tensor_get(loss, 0);
+    *loss_out = sg_tensor_get(loss, 0);
+    return 0;
 }
 
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
@@ -285,8 +287,14 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             if (lr < alpha * 1e-4) lr = alpha * 1e-4;
             fill_batch(&t);
             if (t.n == 0) break;
-            double l = step(&t, &m, opt, lr);
-            if (isnan(l)) {
+            double l = 0;
+            if (step(&t, &m, opt, lr, &l)) {
+                w2v_reader_close(&t.rd);
+                goto done;
+            }
+            if (!isfinite(l)) {
+                fprintf(stderr, "\nsgrad-w2v: training diverged (loss %g) at %.1f%%; try a "
+                                "lower -alpha or -batch\n", l, 100.0 * (double)t.tokens / (double)total);
                 w2v_reader_close(&t.rd);
                 goto done;
             }
