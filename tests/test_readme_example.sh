@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's minimal program compiles against the library as built in $1, runs, and
+# reports a gradient of 3 rows (3 lookups, one repeated: uncoalesced).
+set -euo pipefail
+build=$(cd "$1" && pwd)
+if [ ! -f "$build/libsgrad.a" ] || grep -q '^SGRAD_SANITIZE:BOOL=ON' "$build/CMakeCache.txt"; then
+    echo "skipped: needs a plain build with libsgrad.a"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+awk '/^```c$/ {on = 1; next} on && /^```$/ {exit} on' README.md >"$tmp/example.c"
+[ -s "$tmp/example.c" ] || { echo "no C example in README.md"; exit 1; }
+cc -std=c11 -Wall -Werror -Iinclude "$tmp/example.c" "$build/libsgrad.a" -fopenmp -lm -o "$tmp/example"
+out=$("$tmp/example")
+echo "$out"
+[ "$out" = "gradient rows: 3" ] || { echo "unexpected output"; exit 1; }
+echo "1 passed, 0 failed"
