@@ -174,9 +174,9 @@ static sg_tensor *tmp_i32(sg_ctx *ctx, int ndim, const int64_t *shape, const int
     return x;
 }
 
-/* One step on the current batch; *loss gets the batch's summed loss. 0, or -1 with a
- * message printed. */
-static int step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr, double *loss_out)
+/* The forward half of a step on the current batch: the loss tensor (on the tape), or NULL
+ * with a message printed. */
+static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, double lr)
 {
     sg_ctx *ctx = m->ctx;
     const int64_t n = t->n, T = t->cfg->negative + 1;
@@ -209,13 +209,21 @@ static int step(w2v_trainer *t, w2v_model *m, sg_optim *opt, double lr, double *
         sg_tensor *score = sg_mul(sg_rowdot(hrep, u), sign);
         loss = sg_scale(sg_sum(sg_log_sigmoid(score)), -1.0);
     }
-    if (!loss || sg_backward(loss) || sg_optim_set_lr(opt, lr) || sg_optim_step(opt)) {
+    if (!loss)
         fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
                 sg_status_string(sg_ctx_status(ctx)), sg_ctx_message(ctx));
-        return -1;
-    }
-    *loss_out = sg_tensor_get(loss, 0);
-    return 0;
+    return loss;
+}
+
+/* The backward half: gradients, the fused update of the output table and the optimizer
+ * step. Returns the context's status (SG_OK). It reads nothing of the trainer's batch
+ * arrays (the ops copied them), so the next batch may be drawn meanwhile. */
+static int step_backward(sg_ctx *ctx, sg_tensor *loss, sg_optim *opt, double lr)
+{
+    int rc = sg_backward(loss);
+    if (!rc) rc = sg_optim_set_lr(opt, lr);
+    if (!rc) rc = sg_optim_step(opt);
+    return rc ? rc : sg_ctx_status(ctx);
 }
 
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
@@ -282,13 +290,43 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
         t.len = t.pos = 0;
         epoch_loss = 0;
         epoch_n = 0;
-        for (;;) {
-            double lr = alpha * (1 - (double)t.tokens / (double)(total + 1));
+        /* With 2+ threads the next batch is drawn on one thread while the other runs the
+         * backward half (single-threaded); the forward half uses every thread. Drawing
+         * depends only on the corpus and the random stream, so results are the same. */
+        int64_t lr_tokens = t.tokens;
+        fill_batch(&t);
+        while (t.n > 0) {
+            double lr = alpha * (1 - (double)lr_tokens / (double)(total + 1));
             if (lr < alpha * 1e-4) lr = alpha * 1e-4;
-            fill_batch(&t);
-            if (t.n == 0) break;
-            double l = 0;
-            if (step(&t, &m, opt, lr, &l)) {
+            const int64_t n = t.n;
+            sg_tensor *loss = step_forward(&t, &m, lr);
+            int st = loss ? SG_OK : -1;
+            const double l = loss ? sg_tensor_get(loss, 0) : 0;
+            lr_tokens = t.tokens;
+            if (loss && threads > 1) {
+                sg_ctx_set_threads(m.ctx, 1);
+#ifdef _OPENMP
+#pragma omp parallel sections num_threads(2)
+#endif
+                {
+#ifdef _OPENMP
+#pragma omp section
+#endif
+                    st = step_backward(m.ctx, loss, opt, lr);
+#ifdef _OPENMP
+#pragma omp section
+#endif
+                    fill_batch(&t);
+                }
+                sg_ctx_set_threads(m.ctx, threads);
+            } else if (loss) {
+                st = step_backward(m.ctx, loss, opt, lr);
+                fill_batch(&t);
+            }
+            if (st) {
+                if (loss)
+                    fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
+                            sg_status_string(st), sg_ctx_message(m.ctx));
                 w2v_reader_close(&t.rd);
                 goto done;
             }
@@ -299,10 +337,10 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 goto done;
             }
             interval_loss += l;
-            interval_n += t.n;
+            interval_n += n;
             epoch_loss += l;
-            epoch_n += t.n;
-            res->examples += t.n;
+            epoch_n += n;
+            res->examples += n;
             res->steps++;
             if (log && w2v_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
                 w2v_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
