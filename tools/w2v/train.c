@@ -292,7 +292,8 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
         epoch_n = 0;
         /* With 2+ threads the next batch is drawn on one thread while the other runs the
          * backward half (single-threaded); the forward half uses every thread. Drawing
-         * depends only on the corpus and the random stream, so results are the same. */
+         * depends only on the corpus and the random stream, so results are the same.
+         * Hogwild mode instead runs the backward's racy update on every thread. */
         int64_t lr_tokens = t.tokens;
         fill_batch(&t);
         while (t.n > 0) {
@@ -303,7 +304,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             int st = loss ? SG_OK : -1;
             const double l = loss ? sg_tensor_get(loss, 0) : 0;
             lr_tokens = t.tokens;
-            if (loss && threads > 1) {
+            if (loss && threads > 1 && !cfg->hogwild) {
                 sg_ctx_set_threads(m.ctx, 1);
 #ifdef _OPENMP
 #pragma omp parallel sections num_threads(2)
