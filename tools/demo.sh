@@ -28,7 +28,7 @@ echo
 echo "== 10 nearest neighbours by cosine (sgrad-w2v -neighbors $vectors -words ...)"
 "$w2v" -neighbors "$vectors" -words king,gold,sister,morning,letter,elizabeth,sword,happy
 echo
-echo "== analogies a : b :: c : ?  (sgrad-w2v -analogy $vectors a b c)"
+echo "== analogies a : b :: c : ? with the 5 best candidates (sgrad-w2v -analogy $vectors a b c)"
 for q in "brother sister son" "he his she" "sons daughters son" "morning evening day"; do
-    "$w2v" -analogy "$vectors" $q | head -1
+    "$w2v" -analogy "$vectors" $q
 done
