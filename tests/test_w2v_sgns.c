@@ -308,4 +308,36 @@ TEST(input_errors)
     sg_ctx_free(ctx);
 }
 
+/* The fused update runs after the whole backward: another node that reads W in its
+ * backward (here mul(W, c), whose gradient for c is W) sees W as the forward did, and a
+ * fused update whose h is W's own memory is refused. */
+TEST(fused_update_waits_for_the_rest_of_the_backward)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.seed = 5, .threads = 1});
+    enum { B = 4, T = 3, D = 3, V = 4 };
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -1, 1), 1);
+    sg_tensor *c = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -1, 1), 1);
+    sg_tensor *h = filled(ctx, SG_F64, B, D, -1, 1);
+    const int64_t tv[B * T] = {0, 1, 2, 1, 2, 3, 2, 3, 0, 3, 0, 1};
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, (int64_t[]){B, T}, tv);
+    double w0[V * D];
+    for (int i = 0; i < V * D; i++) w0[i] = sg_tensor_get(W, i);
+    sg_sgns_opts fo = {.fused_sgd_lr = 0.5};
+    /* the sgns term second: its backward runs before mul's in the traversal */
+    sg_tensor *loss = sg_add(sg_sum(sg_mul(W, c)), sg_sgns_loss(h, W, tg, &fo));
+    CHECK(loss != NULL);
+    CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+    sg_tensor *gc = sg_tensor_grad(c);
+    int moved = 0;
+    for (int i = 0; gc && i < V * D; i++) {
+        CHECK_NEAR(sg_tensor_get(gc, i), w0[i], 0);
+        moved += sg_tensor_get(W, i) != w0[i];
+    }
+    CHECK(gc != NULL && moved > 0); /* and the update did happen */
+    sg_tape_reset(ctx);
+    CHECK(sg_sgns_loss(sg_reshape(W, 2, (int64_t[]){V, D}), W, tg, &fo) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    sg_ctx_free(ctx);
+}
+
 TEST_MAIN()

@@ -186,29 +186,47 @@ static sg_tensor *sgns_coo_grad(sgns_job *j)
     return sg__coo_wrap(ctx, 2, j->W->shape, 1, idx, j->out, false);
 }
 
-static int sgns_backward(sg_node *n, sg_tensor *gout)
+/* The job of a recorded node for an incoming loss gradient g. */
+static sgns_job sgns_job_of(sg_node *n, double g)
 {
     sg_tensor *h = n->in[0], *W = n->in[1], *tg = n->in[2];
-    sg_ctx *ctx = h->ctx;
-    const double g = sg_tensor_get(gout, 0);
-    const double lr = n->scalar[0];
-    sgns_job j = {.h = h, .W = W, .tg = tg, .coef = n->saved[0], .hdir = n->saved[1],
-                  .scale = g, .lr_scale = -lr * g, .B = h->shape[0], .T = tg->shape[1],
-                  .D = h->shape[1]};
-    if (lr > 0 && W->requires_grad) {
-        const int parts = sg__threads(ctx);
-        if (ctx->nondeterministic) {
-            sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
-        } else if (parts > 1 && j.B * j.T >= 4 * SGNS_GRAIN) {
+    return (sgns_job){.h = h, .W = W, .tg = tg, .coef = n->saved[0], .hdir = n->saved[1],
+                      .scale = g, .lr_scale = -n->scalar[0] * g, .B = h->shape[0],
+                      .T = tg->shape[1], .D = h->shape[1]};
+}
+
+/* The fused SGD update of W, deferred until the whole backward has run (sg__defer), so
+ * that other nodes' backwards read W as the forward saw it and a failed backward leaves
+ * W unchanged. */
+static int sgns_apply_fused(sg_node *n, sg_tensor *gout)
+{
+    sg_ctx *ctx = n->out->ctx;
+    sgns_job j = sgns_job_of(n, sg_tensor_get(gout, 0));
+    const int parts = sg__threads(ctx);
+    if (ctx->nondeterministic) {
+        sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
+    } else if (parts > 1 && j.B * j.T >= 4 * SGNS_GRAIN) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(parts)
-            sgns_fused_rows(&j, omp_get_thread_num(), omp_get_num_threads());
+        sgns_fused_rows(&j, omp_get_thread_num(), omp_get_num_threads());
 #else
-            sgns_fused_rows(&j, 0, 1);
+        sgns_fused_rows(&j, 0, 1);
 #endif
-        } else {
-            sgns_fused_rows(&j, 0, 1);
-        }
+    } else {
+        sgns_fused_rows(&j, 0, 1);
+    }
+    return SG_OK;
+}
+
+static int sgns_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *h = n->in[0], *W = n->in[1];
+    sg_ctx *ctx = h->ctx;
+    const double g = sg_tensor_get(gout, 0);
+    sgns_job j = sgns_job_of(n, g);
+    if (n->scalar[0] > 0 && W->requires_grad) {
+        int rc = sg__defer(n, sgns_apply_fused, gout);
+        if (rc) return rc;
     } else if (sg__wants_grad(W)) {
         sg_tensor *gw = sgns_coo_grad(&j);
         if (!gw) return sg__status_or_nomem(ctx);
@@ -256,6 +274,11 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     if (lr > 0 && (W->node || !W->requires_grad))
         return sg__fail(ctx, SG_ERR_ARG, "%s: a fused update needs W to be a leaf that requires grad",
                         op);
+    /* ... and h must not be W's memory, which the update writes while it reads h. */
+    const size_t esz = sg_dtype_size(W->dtype);
+    const char *hb = h->data, *wb = W->data;
+    if (lr > 0 && hb < wb + (size_t)W->numel * esz && wb < hb + (size_t)h->numel * esz)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: a fused update needs h outside W's memory", op);
     const int64_t B = h->shape[0], T = targets->shape[1], V = W->shape[0];
     for (int64_t e = 0; e < B * T; e++) {
         int64_t r = sg__idx_at(targets, e);
