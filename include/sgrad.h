@@ -197,7 +197,8 @@ int sg_backward(sg_tensor *loss);
 int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 
 /* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
- * same dense array), or NULL if none reached t. Owned by the tape. */
+ * same dense array), or NULL if none reached t. Owned by the tape; a later backward that
+ * adds to t's gradient may change or replace it, so ask again after each backward. */
 sg_tensor *sg_tensor_grad(const sg_tensor *t);
 /* The gradient store lists only the leaves that received a gradient, in the order they got
  * it: iteration is O(leaves with gradients). */
@@ -575,7 +576,8 @@ int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const
  * number, a duplicate word; the message names the record) or SG_ERR_NOMEM recorded on
  * ctx. Memory follows the file, not the header: a file too short for the header's V
  * records fails before the table is allocated, and when the size cannot be known (a
- * pipe) the table grows as records are read. */
+ * pipe) the table grows as records are read. Detection (-1) needs a seekable file: on a
+ * pipe it fails with SG_ERR_ARG before reading any record (give 0 or 1 there). */
 sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
 /* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
 void sg_wordvec_free(sg_wordvec *wv);

@@ -58,9 +58,11 @@ static tu_test tu_tests[TU_MAX_TESTS];
 static int tu_n_tests;
 static int tu_failures; /* failed checks in the current test */
 
+static int tu_dropped; /* tests past TU_MAX_TESTS: the run fails */
 static inline void tu_register(const char *name, tu_fn fn)
 {
     if (tu_n_tests < TU_MAX_TESTS) tu_tests[tu_n_tests++] = (tu_test){name, fn};
+    else tu_dropped++;
 }
 
 #define TEST(name)                                                               \
@@ -116,8 +118,10 @@ static inline void tu_register(const char *name, tu_fn fn)
                 printf("ok   %s\n", tu_tests[i].name);                           \
             }                                                                    \
         }                                                                        \
+        if (tu_dropped) fprintf(stderr, "%d tests over TU_MAX_TESTS not run\n", tu_dropped); \
+        if (passed + failed == 0) fprintf(stderr, "no test ran\n");             \
         printf("%d passed, %d failed\n", passed, failed);                        \
-        return failed ? 1 : 0;                                                   \
+        return failed || tu_dropped || passed + failed == 0 ? 1 : 0;             \
     }
 
 #endif
