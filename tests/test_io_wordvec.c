@@ -3,7 +3,8 @@
  * the file can hold fails before the table is allocated (checked with an allocator that
  * refuses large blocks and with the peak of bytes in use); a file whose size cannot be
  * known (a pipe) is read with a table that grows with the records, and gives the same
- * words and values as the same bytes from a regular file. */
+ * words and values as the same bytes from a regular file; there the first reservation is
+ * bounded in bytes, not rows, and format detection, which must rewind, is refused. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -204,6 +205,47 @@ TEST(pipe_grows_the_table_with_the_records)
         sg_wordvec_free(wv);
         free(buf);
     }
+    sg_ctx_free(ctx);
+}
+
+TEST(pipe_header_with_wide_rows_reserves_little)
+{
+    /* 3000000 rows of 2^20 values: a first reservation of 1024 rows would be 4 GB, and
+     * blocks over 64 MB are refused, so a reader that reserves rows by count reports
+     * NOMEM. The record is short, so the read ends in FORMAT after one row (4 MiB). */
+    capped cap = {(size_t)64 << 20, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {capped_alloc, capped_free, &cap}});
+    const char *hostile = "3000000 1048576\nthe 0.5 0.25\n";
+    sg_ctx_reset_peak(ctx);
+    CHECK(read_through_pipe(ctx, hostile, strlen(hostile), 0) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_FORMAT);
+    CHECK(sg_ctx_mem_stats(ctx).peak_bytes < ((size_t)8 << 20));
+    CHECK(cap.refused == 0);
+    sg_ctx_free(ctx);
+}
+
+TEST(pipe_refuses_format_detection)
+{
+    /* detection reads the first record and rewinds, which a pipe cannot do: the reader
+     * must say so instead of losing the record ("record 2: file ends early") */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    const char *text = "2 2\na 1 2\nb 3 4\n";
+    CHECK(read_through_pipe(ctx, text, strlen(text), -1) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    CHECK(strstr(sg_ctx_message(ctx), "binary 0") != NULL);
+    /* the same bytes with the format given are read whole */
+    sg_ctx_clear_error(ctx);
+    sg_wordvec *wv = read_through_pipe(ctx, text, strlen(text), 0);
+    CHECK(wv && sg_wordvec_count(wv) == 2 && sg_wordvec_find(wv, "b") == 1 &&
+          sg_tensor_get(sg_wordvec_vectors(wv), 3) == 4.0);
+    sg_wordvec_free(wv);
+    /* a regular file is still detected */
+    const char *p = tmp_path("detect.txt");
+    write_bytes(p, text, strlen(text));
+    wv = sg_wordvec_read(ctx, p, -1);
+    CHECK(wv && sg_wordvec_count(wv) == 2 && sg_tensor_get(sg_wordvec_vectors(wv), 0) == 1.0);
+    sg_wordvec_free(wv);
+    remove(p);
     sg_ctx_free(ctx);
 }
 

@@ -7,7 +7,8 @@
  * sg_wordvec_free, which must run before sg_ctx_free.
  * Reading trusts the header's V only as far as the file can back it: a regular file too
  * short for V records fails before anything is allocated; when the size is unknown (a
- * pipe) the rows, offsets and hash table grow with the records read.
+ * pipe) the rows, offsets and hash table grow with the records read, from about 1 MiB of
+ * vectors; such a stream cannot be rewound, so its format must be given, not detected.
  */
 #include "internal.h"
 
@@ -247,7 +248,8 @@ static long read_token(FILE *f, char *buf, size_t cap, int *term)
     return (long)n;
 }
 
-/* True when the line after the header is "word v1 ... vD" with D numbers, i.e. text. */
+/* True when the line after the header is "word v1 ... vD" with D numbers, i.e. text.
+ * f must be seekable: the record is read and f is put back where it was. */
 static bool looks_like_text(FILE *f, int64_t D)
 {
     long start = ftell(f);
@@ -288,7 +290,19 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
         fclose(f);
         return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: junk after the header", path);
     }
-    if (binary < 0) binary = V > 0 && !looks_like_text(f, D);
+    if (binary < 0 && V > 0) {
+        /* Telling the formats apart reads the first record and rewinds to it, which a
+         * stream that cannot seek (a pipe) does not allow: refuse before consuming it. */
+        long pos = ftell(f);
+        if (pos < 0 || fseek(f, pos, SEEK_SET) != 0) {
+            fclose(f);
+            return sg__fail(ctx, SG_ERR_ARG,
+                            "sg_wordvec_read: %s cannot be rewound (a pipe?), so its format "
+                            "cannot be detected: pass binary 0 (text) or 1 (binary)", path);
+        }
+        binary = !looks_like_text(f, D);
+    }
+    if (binary < 0) binary = 0;
     /* The fewest bytes V records take: binary "w" ' ' 4D bytes each; text "w" then
      * " x" per value, and a newline between records. */
     long long left = bytes_left(f);
@@ -309,8 +323,14 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
     wv->ctx = ctx;
     wv->dim = D;
     /* A file of known size holds V records: room for them all at once. Otherwise room
-     * grows geometrically as records arrive. */
-    int64_t cap = left >= 0 || V < 1024 ? V : 1024;
+     * starts at about 1 MiB of vectors (at least one row) and grows geometrically as
+     * records arrive, so a header alone cannot make the reader allocate much. */
+    int64_t cap = V;
+    if (left < 0) {
+        int64_t first = ((int64_t)1 << 20) / (4 * D);
+        if (first < 1) first = 1;
+        if (cap > first) cap = first;
+    }
     if (!reserve_rows(wv, cap, 0)) {
         sg_wordvec_free(wv);
         fclose(f);
