@@ -4,16 +4,9 @@
  * accumulator per row for row-wise Adagrad). Also schedules, clipping (duplicates summed
  * before squaring), state access and errors that change nothing. */
 #include "internal.h"
+#define TU_SEED 0x2545F4914F6CDD1Dull
 #include "testutil.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double rnd_unit(void) /* in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-}
 
 static sg_tensor *param2(sg_ctx *ctx, int64_t rows, int64_t width, const double *init)
 {
@@ -136,13 +129,13 @@ TEST(sgd_dense_variants_match_reference)
     for (int c = 0; c < 5; c++) {
         sg_ctx *ctx = sg_ctx_new(NULL);
         double w[6], v[6] = {0}, g[6];
-        for (int i = 0; i < 6; i++) w[i] = rnd_unit();
+        for (int i = 0; i < 6; i++) w[i] = tu_rand_unit();
         sg_tensor *W = param2(ctx, 2, 3, w);
         sg_sgd_opts o = {0.05, cfg[c][0], cfg[c][1], cfg[c][2], (int)cfg[c][3]};
         sg_optim *opt = sg_optim_sgd(ctx, &o);
         CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
         for (int s = 1; s <= 5; s++) {
-            for (int i = 0; i < 6; i++) g[i] = rnd_unit();
+            for (int i = 0; i < 6; i++) g[i] = tu_rand_unit();
             give_dense(W, g);
             CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
             sg_tape_reset(ctx);
@@ -202,7 +195,7 @@ TEST(adagrad_dense_and_sparse_match_reference)
     sg_adagrad_opts o = {0.2, 0.1, 0.01, 0.5, 1e-10};
     double wd_[6], sd_[6], ws[6], ss[6];
     for (int i = 0; i < 6; i++) {
-        wd_[i] = ws[i] = rnd_unit();
+        wd_[i] = ws[i] = tu_rand_unit();
         sd_[i] = ss[i] = o.initial_accumulator;
     }
     sg_tensor *D = param2(ctx, 3, 2, wd_), *S = param2(ctx, 3, 2, ws);
@@ -211,8 +204,8 @@ TEST(adagrad_dense_and_sparse_match_reference)
     sg_optim_add_param(os, S);
     for (int s = 1; s <= 4; s++) {
         double g[6], gs[4];
-        for (int i = 0; i < 6; i++) g[i] = rnd_unit();
-        for (int i = 0; i < 4; i++) gs[i] = rnd_unit();
+        for (int i = 0; i < 6; i++) g[i] = tu_rand_unit();
+        for (int i = 0; i < 4; i++) gs[i] = tu_rand_unit();
         int64_t idx[2] = {s % 3, s % 3}; /* one row, twice */
         give_dense(D, g);
         give_rows(S, 2, idx, gs);
@@ -291,12 +284,12 @@ TEST(adam_by_hand_and_against_reference)
     for (int decoupled = 0; decoupled < 2; decoupled++) {
         sg_adam_opts o = {0.01, 0.8, 0.95, 1e-6, 0.1, decoupled};
         double w[6], m[6] = {0}, v[6] = {0}, g[6];
-        for (int i = 0; i < 6; i++) w[i] = rnd_unit();
+        for (int i = 0; i < 6; i++) w[i] = tu_rand_unit();
         sg_tensor *P = param2(ctx, 2, 3, w);
         sg_optim *a = sg_optim_adam(ctx, &o);
         sg_optim_add_param(a, P);
         for (int s = 1; s <= 6; s++) {
-            for (int i = 0; i < 6; i++) g[i] = rnd_unit();
+            for (int i = 0; i < 6; i++) g[i] = tu_rand_unit();
             give_dense(P, g);
             CHECK_STATUS(ctx, sg_optim_step(a), SG_OK);
             sg_tape_reset(ctx);
@@ -314,7 +307,7 @@ TEST(adam_with_sparse_gradient_is_dense_adam)
      * with the same gradients made dense */
     sg_ctx *ctx = sg_ctx_new(NULL);
     double init[8];
-    for (int i = 0; i < 8; i++) init[i] = rnd_unit();
+    for (int i = 0; i < 8; i++) init[i] = tu_rand_unit();
     sg_tensor *S = param2(ctx, 4, 2, init), *D = param2(ctx, 4, 2, init);
     sg_adam_opts o = {0.05, 0.9, 0.99, 1e-8, 0.01, 0};
     sg_optim *os = sg_optim_adam(ctx, &o), *od = sg_optim_adam(ctx, &o);
@@ -323,7 +316,7 @@ TEST(adam_with_sparse_gradient_is_dense_adam)
     for (int s = 0; s < 4; s++) {
         int64_t idx[2] = {s == 0 ? 1 : 3, 3};
         double g[4], dense[8] = {0};
-        for (int i = 0; i < 4; i++) g[i] = rnd_unit();
+        for (int i = 0; i < 4; i++) g[i] = tu_rand_unit();
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < 2; j++) dense[idx[k] * 2 + j] += g[k * 2 + j];
         give_rows(S, 2, idx, g);
@@ -343,7 +336,7 @@ TEST(lazy_adam_counts_steps_per_row)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     double init[8];
-    for (int i = 0; i < 8; i++) init[i] = rnd_unit();
+    for (int i = 0; i < 8; i++) init[i] = tu_rand_unit();
     sg_tensor *W = param2(ctx, 4, 2, init);
     sg_adam_opts o = {0.1, 0.9, 0.999, 1e-8, 0, 0};
     sg_optim *opt = sg_optim_lazy_adam(ctx, &o);
@@ -356,7 +349,7 @@ TEST(lazy_adam_counts_steps_per_row)
     const int n[3] = {1, 2, 2};
     for (int s = 0; s < 3; s++) {
         double g[4];
-        for (int i = 0; i < 4; i++) g[i] = rnd_unit();
+        for (int i = 0; i < 4; i++) g[i] = tu_rand_unit();
         give_rows(W, n[s], idx[s], g);
         CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
         sg_tape_reset(ctx);
@@ -390,7 +383,7 @@ TEST(lazy_adam_with_dense_gradients_equals_adam)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     double init[6];
-    for (int i = 0; i < 6; i++) init[i] = rnd_unit();
+    for (int i = 0; i < 6; i++) init[i] = tu_rand_unit();
     sg_tensor *L = param2(ctx, 3, 2, init), *A = param2(ctx, 3, 2, init);
     sg_adam_opts o = {0.02, 0.9, 0.99, 1e-8, 0.05, 1};
     sg_optim *ol = sg_optim_lazy_adam(ctx, &o), *oa = sg_optim_adam(ctx, &o);
@@ -398,7 +391,7 @@ TEST(lazy_adam_with_dense_gradients_equals_adam)
     sg_optim_add_param(oa, A);
     for (int s = 0; s < 5; s++) {
         double g[6];
-        for (int i = 0; i < 6; i++) g[i] = rnd_unit();
+        for (int i = 0; i < 6; i++) g[i] = tu_rand_unit();
         give_dense(L, g);
         give_dense(A, g);
         sg_optim_step(ol);
