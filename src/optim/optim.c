@@ -450,23 +450,23 @@ int sg_optim_step(sg_optim *opt)
     double lr = 0;
     int rc = lr_at(opt, opt->t + 1, &lr);
     if (rc) return rc;
-    int64_t n = 0, cnt = sg_grads_count(ctx);
+    /* One pass over the gradient store (O(gradients), not O(parameters)); plans has room
+     * for every entry, of which those without a gradient or of another optimizer are
+     * skipped. */
+    const int64_t cnt = sg_grads_count(ctx);
+    opt->visited = 0;
+    plan *plans = cnt ? sg__arena_alloc(ctx, (size_t)cnt * sizeof *plans) : NULL;
+    if (cnt && !plans) return ctx->status;
+    int64_t n = 0;
     for (int64_t i = 0; i < cnt; i++) {
         sg_tensor *p = sg_grads_param(ctx, i);
-        if (p->grad && state_of(opt, p)) n++;
-    }
-    opt->visited = cnt;
-    plan *plans = n ? sg__arena_alloc(ctx, (size_t)n * sizeof *plans) : NULL;
-    if (n && !plans) return ctx->status;
-    int64_t k = 0;
-    for (int64_t i = 0; i < cnt; i++) {
-        sg_tensor *p = sg_grads_param(ctx, i);
+        opt->visited++;
         if (!p->grad || !state_of(opt, p)) continue;
-        rc = plan_grad(opt, p->optim_state, p->grad, &plans[k++]);
+        rc = plan_grad(opt, p->optim_state, p->grad, &plans[n++]);
         if (rc) return rc;
     }
     if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
-    for (k = 0; k < n; k++) apply_plan(opt, &plans[k], lr);
+    for (int64_t k = 0; k < n; k++) apply_plan(opt, &plans[k], lr);
     opt->t++;
     return SG_OK;
 }
