@@ -48,7 +48,7 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
     CHECK(v.size == TOPICS * PER_TOPIC);
     CHECK(v.total_tokens == SENTENCES * LEN);
     w2v_result res;
-    w2v_model m;
+    w2v_model m = {0};
     int good = -1;
     CHECK(w2v_train(cfg, &v, NULL, &res, &m) == 0);
     if (m.ctx) {
@@ -196,7 +196,7 @@ TEST(dominant_word_keeps_training_stable)
     w2v_vocab_init(&v);
     CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);
     w2v_result res;
-    w2v_model m;
+    w2v_model m = {0};
     CHECK(w2v_train(&c, &v, NULL, &res, &m) == 0);
     CHECK(isfinite(res.final_loss) && res.final_loss < 3.0);
     CHECK(res.steps > 0 && (double)res.examples / (double)res.steps < 2000);
