@@ -205,4 +205,41 @@ TEST(dominant_word_keeps_training_stable)
     remove(path);
 }
 
+TEST(oversized_step_arrays_are_refused_before_allocating)
+{
+    /* CBOW with -batch 2^24 and -window 100 would take 2^24 * 200 int32 context slots
+     * (13 GB, offsets past INT32_MAX); skip-gram with -negative 100, 2^24 * 101 targets */
+    make_corpus();
+    w2v_vocab v;
+    w2v_vocab_init(&v);
+    CHECK(w2v_vocab_count_file(&v, corpus_path) == 0 && w2v_vocab_finalize(&v, 1) == 0);
+    w2v_config c;
+    w2v_config_default(&c);
+    c.train = corpus_path;
+    c.threads = 1;
+    c.batch = (int64_t)1 << 24;
+    c.window = 100;
+    FILE *null = fopen("/dev/null", "w");
+    CHECK(w2v_config_check(&c, null) != 0);
+    w2v_result res;
+    w2v_model m = {0};
+    CHECK(w2v_train(&c, &v, NULL, &res, &m) == -1);
+    CHECK(m.ctx == NULL);
+    c.cbow = 0;
+    c.negative = 100;
+    CHECK(w2v_config_check(&c, null) != 0);
+    /* the largest accepted: 2^26 context slots and 2^26 targets */
+    c.cbow = 1;
+    c.window = 2;
+    c.negative = 3;
+    CHECK(w2v_config_check(&c, null) == 0);
+    c.batch = 335544;
+    c.window = 100;
+    CHECK(w2v_config_check(&c, null) == 0);
+    c.batch++;
+    CHECK(w2v_config_check(&c, null) != 0);
+    if (null) fclose(null);
+    w2v_vocab_free(&v);
+}
+
 TEST_MAIN()

@@ -29,7 +29,8 @@ static void usage(FILE *f)
             "    -binary 0|1    write the binary format (0: text)\n"
             "    -seed N        random seed (1)\n"
             "    -batch N       most examples per sgrad step (8192; a step also ends once a\n"
-            "                   word occurs 256 times in it)\n"
+            "                   word occurs 256 times in it; -batch x 2*-window for CBOW\n"
+            "                   and -batch x (-negative + 1) at most 2^26)\n"
             "    -hogwild 0|1   0: bitwise identical vectors for any -threads (default);\n"
             "                   1: Hogwild-style racy row updates, not reproducible\n"
             "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"
@@ -175,6 +176,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sgrad-w2v: -train FILE is required (see -help)\n");
         return 2;
     }
+    if (w2v_config_check(&cfg, stderr)) return 2; /* before the corpus is read */
     w2v_vocab v;
     w2v_vocab_init(&v);
     if (w2v_vocab_count_file(&v, cfg.train) || w2v_vocab_finalize(&v, cfg.min_count)) {

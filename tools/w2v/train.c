@@ -226,11 +226,37 @@ static int step_backward(sg_ctx *ctx, sg_tensor *loss, sg_optim *opt, double lr)
     return rc ? rc : sg_ctx_status(ctx);
 }
 
+int w2v_config_check(const w2v_config *cfg, FILE *err)
+{
+    const int64_t cap = cfg->batch > 2 * (int64_t)cfg->window ? cfg->batch : 2 * (int64_t)cfg->window;
+    const int64_t slots = cfg->cbow ? cfg->batch * 2 * cfg->window : 0;
+    const int64_t targets = cap * (cfg->negative + 1);
+    if (cfg->batch < 1) {
+        fprintf(err, "sgrad-w2v: -batch must be at least 1\n");
+        return -1;
+    }
+    if (slots > W2V_MAX_STEP_SLOTS) {
+        fprintf(err, "sgrad-w2v: -batch %lld with -window %d gives %lld CBOW context slots "
+                     "per step, more than %lld: lower -batch or -window\n",
+                (long long)cfg->batch, cfg->window, (long long)slots, (long long)W2V_MAX_STEP_SLOTS);
+        return -1;
+    }
+    if (targets > W2V_MAX_STEP_SLOTS) {
+        fprintf(err, "sgrad-w2v: -batch %lld with -negative %d gives %lld targets per step, "
+                     "more than %lld: lower -batch or -negative\n",
+                (long long)cfg->batch, cfg->negative, (long long)targets,
+                (long long)W2V_MAX_STEP_SLOTS);
+        return -1;
+    }
+    return 0;
+}
+
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
     memset(res, 0, sizeof *res);
     res->vocab_size = v->size;
+    if (w2v_config_check(cfg, stderr)) return -1;
     if (v->size < 2) {
         fprintf(stderr, "sgrad-w2v: vocabulary has %lld words (raise the corpus or lower "
                         "-min-count)\n", (long long)v->size);

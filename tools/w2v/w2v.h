@@ -131,6 +131,14 @@ typedef struct {
     sg_tensor *out; /* (V,D) f32: the output (context) vectors */
 } w2v_model;
 
+/* Most entries of each per-step int32 index array, allocated up front: CBOW's context
+ * slots (batch * 2 * window, whose starts are int32 offsets) and the targets
+ * (batch * (negative + 1)); 2^26 entries are 256 MB. */
+#define W2V_MAX_STEP_SLOTS ((int64_t)1 << 26)
+/* 0 when cfg's per-step arrays fit W2V_MAX_STEP_SLOTS; otherwise -1 with a message naming
+ * the flags printed to err. */
+int w2v_config_check(const w2v_config *cfg, FILE *err);
+
 /* Trains on cfg->train with vocabulary v (finalized). Progress goes to `log` (NULL:
  * silent). Returns 0, or -1 with a message printed to stderr. The model is left in *m
  * (free with w2v_model_free) when m is not NULL. */
