@@ -14,23 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *tmp_path(const char *name)
-{
-    static char path[8][256];
-    static int k;
-    char *p = path[k++ % 8];
-    snprintf(p, 256, "/tmp/sgrad_test_io_wordvec_%s_%d", name, (int)getpid());
-    return p;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
-
 /* An allocator that refuses any block over `limit` bytes. */
 typedef struct {
     size_t limit;
@@ -67,7 +50,7 @@ static void expect_bad_record(sg_ctx *ctx, const char *path, int binary, int rec
 TEST(bad_record_is_reported_by_its_own_number)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
-    const char *p = tmp_path("bad.txt");
+    const char *p = tu_tmp_path("io_wordvec_bad.txt");
     const char *text[4] = {
         "3 2\na 1 2\nb 1 x\nc 3 4\n",   /* record 2: not a number */
         "3 2\na 1 2\nb 1 2 3\nc 3 4\n", /* record 2: too many values */
@@ -76,13 +59,13 @@ TEST(bad_record_is_reported_by_its_own_number)
     };
     const int rec[4] = {2, 2, 2, 3};
     for (int i = 0; i < 4; i++) {
-        write_bytes(p, text[i], strlen(text[i]));
+        tu_write_bytes(p, text[i], strlen(text[i]));
         expect_bad_record(ctx, p, 0, rec[i]);
     }
     /* binary: record 2's second value is a NaN (0x7fc00000) */
     const unsigned char bin[] = {'2', ' ', '2', '\n', 'a', ' ', 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, '\n',
                                  'b', ' ', 0, 0, 0x80, 0x3f, 0, 0, 0xc0, 0x7f, '\n'};
-    write_bytes(p, bin, sizeof bin);
+    tu_write_bytes(p, bin, sizeof bin);
     expect_bad_record(ctx, p, 1, 2);
     remove(p);
     sg_ctx_free(ctx);
@@ -95,9 +78,9 @@ TEST(header_beyond_the_file_fails_before_allocating)
      * that allocates from the header reports NOMEM instead of FORMAT. */
     capped cap = {(size_t)64 << 20, 0};
     sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {capped_alloc, capped_free, &cap}});
-    const char *p = tmp_path("huge");
+    const char *p = tu_tmp_path("io_wordvec_huge");
     const char *text = "3000000 300\nthe 0.5 0.25\n";
-    write_bytes(p, text, strlen(text));
+    tu_write_bytes(p, text, strlen(text));
     for (int mode = -1; mode <= 1; mode++) {
         sg_ctx_clear_error(ctx);
         sg_ctx_reset_peak(ctx);
@@ -114,16 +97,16 @@ TEST(header_beyond_the_file_fails_before_allocating)
         bin[n++] = ' ';
         for (int k = 0; k < 12; k++) bin[n++] = 0;
     }
-    write_bytes(p, bin, n - 1); /* one byte short */
+    tu_write_bytes(p, bin, n - 1); /* one byte short */
     sg_ctx_clear_error(ctx);
     CHECK(sg_wordvec_read(ctx, p, 1) == NULL);
     CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_FORMAT);
-    write_bytes(p, bin, n); /* exactly enough */
+    tu_write_bytes(p, bin, n); /* exactly enough */
     sg_wordvec *wv = sg_wordvec_read(ctx, p, 1);
     CHECK(wv && sg_wordvec_count(wv) == 2 && sg_wordvec_find(wv, "y") == 1);
     sg_wordvec_free(wv);
     /* text: "a 1\nb 2" is the least that holds 2 words of 1 value */
-    write_bytes(p, "2 1\na 1\nb 2", 11);
+    tu_write_bytes(p, "2 1\na 1\nb 2", 11);
     wv = sg_wordvec_read(ctx, p, 0);
     CHECK(wv && sg_wordvec_count(wv) == 2 && sg_tensor_get(sg_wordvec_vectors(wv), 1) == 2.0);
     sg_wordvec_free(wv);
@@ -135,7 +118,7 @@ TEST(header_beyond_the_file_fails_before_allocating)
 /* Reads `data` through a named pipe (whose size cannot be known in advance). */
 static sg_wordvec *read_through_pipe(sg_ctx *ctx, const void *data, size_t n, int binary)
 {
-    const char *p = tmp_path("fifo");
+    const char *p = tu_tmp_path("io_wordvec_fifo");
     remove(p);
     if (mkfifo(p, 0600) != 0) return NULL;
     pid_t pid = fork();
@@ -240,8 +223,8 @@ TEST(pipe_refuses_format_detection)
           sg_tensor_get(sg_wordvec_vectors(wv), 3) == 4.0);
     sg_wordvec_free(wv);
     /* a regular file is still detected */
-    const char *p = tmp_path("detect.txt");
-    write_bytes(p, text, strlen(text));
+    const char *p = tu_tmp_path("io_wordvec_detect.txt");
+    tu_write_bytes(p, text, strlen(text));
     wv = sg_wordvec_read(ctx, p, -1);
     CHECK(wv && sg_wordvec_count(wv) == 2 && sg_tensor_get(sg_wordvec_vectors(wv), 0) == 1.0);
     sg_wordvec_free(wv);

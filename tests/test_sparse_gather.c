@@ -41,28 +41,6 @@ static int gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n, sg_tensor 
 }
 #define GC_OK(ctx, f, ud, n, in) CHECK_STATUS(ctx, gradcheck(ctx, f, ud, n, in), SG_OK)
 
-/* Dense meaning of a gradient (dense or COO) by a plain loop over COO entries. */
-static double *meaning(sg_tensor *t, int64_t numel)
-{
-    double *m = calloc((size_t)numel + 1, sizeof *m);
-    if (!t) return m;
-    if (sg_tensor_layout(t) == SG_DENSE) {
-        for (int64_t i = 0; i < numel; i++) m[i] = sg_tensor_get(t, i);
-        return m;
-    }
-    int sd = sg_coo_sparse_dim(t), nd = sg_tensor_ndim(t);
-    const int64_t *shape = sg_tensor_shape(t);
-    int64_t nnz = sg_coo_nnz(t), D = 1;
-    for (int d = sd; d < nd; d++) D *= shape[d];
-    const int64_t *idx = sg_tensor_data(sg_coo_indices(t));
-    for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = 0;
-        for (int d = 0; d < sd; d++) r = r * shape[d] + idx[d * nnz + e];
-        for (int64_t j = 0; j < D; j++) m[r * D + j] += sg_tensor_get(sg_coo_values(t), e * D + j);
-    }
-    return m;
-}
-
 /* ---- embedding */
 
 typedef struct {
@@ -118,7 +96,7 @@ TEST(embedding_matches_naive_gather_and_scatter)
         for (int64_t b = 0; b < B; b++)
             if (v[b] != 14)
                 for (int64_t j = 0; j < D; j++) want[v[b] * D + j] += sg_tensor_f32(G)[b * D + j];
-        double *got = meaning(sg_tensor_grad(W), V * D);
+        double *got = tu_meaning(sg_tensor_grad(W), V * D);
         double worst = 0;
         for (int64_t i = 0; i < V * D; i++) worst = fmax(worst, fabs(got[i] - want[i]));
         CHECK(worst < 1e-5);
@@ -545,7 +523,7 @@ static sg_tensor *selection(sg_ctx *ctx, const int64_t *rows, int64_t K, int64_t
 /* max |grad(a) - grad(b)| over their dense meanings */
 static double grad_gap(sg_tensor *a, sg_tensor *b, int64_t n)
 {
-    double *ga = meaning(sg_tensor_grad(a), n), *gb = meaning(sg_tensor_grad(b), n), w = 0;
+    double *ga = tu_meaning(sg_tensor_grad(a), n), *gb = tu_meaning(sg_tensor_grad(b), n), w = 0;
     for (int64_t i = 0; i < n; i++) w = fmax(w, fabs(ga[i] - gb[i]));
     free(ga), free(gb);
     return w;
@@ -599,7 +577,7 @@ TEST(gather_gradients_match_the_dense_selection_path)
         if (!ys || !yd) continue;
         int64_t n = sg_tensor_numel(ys);
         CHECK(n == sg_tensor_numel(yd));
-        double *ms = meaning(ys, n), *md = meaning(yd, n), w = 0;
+        double *ms = tu_meaning(ys, n), *md = tu_meaning(yd, n), w = 0;
         for (int64_t i = 0; i < n; i++) w = fmax(w, fabs(ms[i] - md[i]));
         CHECK(w < 1e-12);
         free(ms), free(md);

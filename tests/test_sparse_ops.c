@@ -38,29 +38,6 @@ static sg_tensor *rand_dense(sg_ctx *ctx, int ndim, const int64_t *shape)
     return t;
 }
 
-/* Dense meaning of any tensor, by the plainest loop over a COO's entries. */
-static double *meaning(sg_tensor *t)
-{
-    int64_t n = sg_tensor_numel(t);
-    double *m = calloc((size_t)(n + 1), sizeof *m);
-    if (sg_tensor_layout(t) == SG_DENSE) {
-        for (int64_t i = 0; i < n; i++) m[i] = sg_tensor_get(t, i);
-        return m;
-    }
-    int sd = sg_coo_sparse_dim(t), nd = sg_tensor_ndim(t);
-    const int64_t *shape = sg_tensor_shape(t);
-    int64_t nnz = sg_coo_nnz(t), D = 1;
-    for (int d = sd; d < nd; d++) D *= shape[d];
-    const int64_t *idx = sg_tensor_data(sg_coo_indices(t));
-    sg_tensor *v = sg_coo_values(t);
-    for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = 0;
-        for (int d = 0; d < sd; d++) r = r * shape[d] + idx[d * nnz + e];
-        for (int64_t j = 0; j < D; j++) m[r * D + j] += sg_tensor_get(v, e * D + j);
-    }
-    return m;
-}
-
 static double max_diff(const double *a, const double *b, int64_t n)
 {
     double w = 0;
@@ -70,12 +47,7 @@ static double max_diff(const double *a, const double *b, int64_t n)
 }
 
 /* The gradient of x as a dense array (zeros when none arrived). */
-static double *grad_meaning(sg_tensor *x)
-{
-    sg_tensor *g = sg_tensor_grad(x);
-    if (g) return meaning(g);
-    return calloc((size_t)(sg_tensor_numel(x) + 1), sizeof(double));
-}
+static double *grad_meaning(sg_tensor *x) { return tu_meaning(sg_tensor_grad(x), sg_tensor_numel(x)); }
 
 static int gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n, sg_tensor **in, int masked,
                      sg_gradcheck_result *res)
@@ -330,7 +302,7 @@ static sg_tensor *weighted(sg_ctx *ctx, sg_tensor *y, uint64_t seed)
 /* Dense copy of COO a as a fresh persistent leaf, built from the naive meaning. */
 static sg_tensor *dense_of(sg_ctx *ctx, sg_tensor *a)
 {
-    double *m = meaning(a);
+    double *m = tu_meaning(a, sg_tensor_numel(a));
     sg_tensor *d = sg_tensor_from_data(ctx, SG_F64, sg_tensor_ndim(a), sg_tensor_shape(a), m);
     free(m);
     return d;
@@ -360,7 +332,7 @@ TEST(dense_vs_sparse_equivalence)
         }
         CHECK(ys != NULL && yd != NULL);
         if (!ys || !yd) continue;
-        double *ms = meaning(ys), *md = meaning(yd);
+        double *ms = tu_meaning(ys, sg_tensor_numel(ys)), *md = tu_meaning(yd, sg_tensor_numel(yd));
         CHECK(sg_tensor_numel(ys) == sg_tensor_numel(yd));
         CHECK(max_diff(ms, md, sg_tensor_numel(yd)) < 1e-10);
         free(ms), free(md);
@@ -377,10 +349,10 @@ TEST(dense_vs_sparse_equivalence)
 
     /* to_sparse / to_dense round trip, and sparse_mask against a naive gather */
     sg_tensor *rt = sg_to_dense(sg_to_sparse(ad, 1));
-    double *mrt = meaning(rt), *mad = meaning(ad);
+    double *mrt = tu_meaning(rt, sg_tensor_numel(rt)), *mad = tu_meaning(ad, sg_tensor_numel(ad));
     CHECK(max_diff(mrt, mad, n) == 0);
     sg_tensor *m = sg_sparse_mask(ad, b);
-    double *mm = meaning(m), *mb = meaning(b);
+    double *mm = tu_meaning(m, sg_tensor_numel(m)), *mb = tu_meaning(b, sg_tensor_numel(b));
     int bad = 0;
     for (int64_t i = 0; i < M; i++) {
         bool in_pattern = false;

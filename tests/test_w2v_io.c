@@ -8,29 +8,12 @@
 #include <stdint.h>
 #include <unistd.h>
 
-static char *tmp_path(const char *name)
-{
-    static char path[8][256];
-    static int k;
-    char *p = path[k++ % 8];
-    snprintf(p, 256, "/tmp/sgrad_test_w2v_io_%s_%d", name, (int)getpid());
-    return p;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
+static void write_text(const char *path, const char *text) { tu_write_bytes(path, text, strlen(text)); }
 
 TEST(reads_handwritten_text)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
-    const char *p = tmp_path("hand.txt");
+    const char *p = tu_tmp_path("w2v_io_hand.txt");
     /* word2vec.c leaves a space after each value; CRLF line ends also occur */
     write_text(p, "3 2\nthe 0.5 -1.25 \nof 3e-2 4\r\ncaf\xc3\xa9 -0 1000\n");
     for (int mode = -1; mode <= 0; mode++) {
@@ -57,7 +40,7 @@ TEST(reads_handwritten_text)
 TEST(reads_handwritten_binary)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
-    const char *p = tmp_path("hand.bin");
+    const char *p = tu_tmp_path("w2v_io_hand.bin");
     /* header, then "word" ' ' D little-endian float32 '\n' per word */
     unsigned char buf[256];
     size_t n = 0;
@@ -80,7 +63,7 @@ TEST(reads_handwritten_binary)
         }
         buf[n++] = '\n';
     }
-    write_bytes(p, buf, n);
+    tu_write_bytes(p, buf, n);
     for (int mode = -1; mode <= 1; mode += 2) {
         sg_wordvec *wv = sg_wordvec_read(ctx, p, mode);
         CHECK(wv != NULL);
@@ -110,7 +93,7 @@ TEST(round_trip_both_formats)
         words[i] = names[i];
     }
     for (int binary = 0; binary <= 1; binary++) {
-        const char *p = tmp_path(binary ? "rt.bin" : "rt.txt");
+        const char *p = tu_tmp_path(binary ? "w2v_io_rt.bin" : "w2v_io_rt.txt");
         CHECK_STATUS(ctx, sg_wordvec_write(p, t, words, binary), SG_OK);
         sg_wordvec *wv = sg_wordvec_read(ctx, p, -1);
         CHECK(wv != NULL);
@@ -137,7 +120,7 @@ TEST(round_trip_both_formats)
     /* f64 tables are written as float32 values */
     sg_tensor *t64 = sg_tensor_new(ctx, SG_F64, 2, shape);
     CHECK_STATUS(ctx, sg_tensor_copy(t64, t), SG_OK);
-    const char *p = tmp_path("f64.bin");
+    const char *p = tu_tmp_path("w2v_io_f64.bin");
     CHECK_STATUS(ctx, sg_wordvec_write(p, t64, words, 1), SG_OK);
     sg_wordvec *wv = sg_wordvec_read(ctx, p, 1);
     CHECK(wv && memcmp(sg_tensor_f32(sg_wordvec_vectors(wv)), x, sizeof(float) * V * D) == 0);
@@ -149,7 +132,7 @@ TEST(round_trip_both_formats)
 TEST(bad_files_are_format_errors)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
-    const char *p = tmp_path("bad");
+    const char *p = tu_tmp_path("w2v_io_bad");
     struct {
         const char *text;
         int mode;
@@ -190,7 +173,7 @@ TEST(writer_checks_before_writing)
     sg_ctx *ctx = sg_ctx_new(NULL);
     int64_t shape[2] = {2, 3};
     sg_tensor *t = sg_tensor_new(ctx, SG_F32, 2, shape);
-    const char *p = tmp_path("w");
+    const char *p = tu_tmp_path("w2v_io_w");
     remove(p);
     const char *spaced[2] = {"ok", "two words"};
     CHECK_STATUS(ctx, sg_wordvec_write(p, t, spaced, 0), SG_ERR_ARG);

@@ -65,6 +65,51 @@ static inline void tu_register(const char *name, tu_fn fn)
     else tu_dropped++;
 }
 
+/* The dense meaning of t (dense or COO: duplicates summed) as a calloc'd array of numel
+ * doubles (one spare); zeros for t == NULL. The caller frees it. */
+static inline double *tu_meaning(sg_tensor *t, int64_t numel)
+{
+    double *m = calloc((size_t)numel + 1, sizeof *m);
+    if (!t || !m) return m;
+    if (sg_tensor_layout(t) == SG_DENSE) {
+        for (int64_t i = 0; i < numel; i++) m[i] = sg_tensor_get(t, i);
+        return m;
+    }
+    int sd = sg_coo_sparse_dim(t), nd = sg_tensor_ndim(t);
+    const int64_t *shape = sg_tensor_shape(t);
+    int64_t nnz = sg_coo_nnz(t), D = 1;
+    for (int d = sd; d < nd; d++) D *= shape[d];
+    const int64_t *idx = sg_tensor_data(sg_coo_indices(t));
+    sg_tensor *v = sg_coo_values(t);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = 0;
+        for (int d = 0; d < sd; d++) r = r * shape[d] + idx[d * nnz + e];
+        for (int64_t j = 0; j < D; j++) m[r * D + j] += sg_tensor_get(v, e * D + j);
+    }
+    return m;
+}
+
+#ifdef _POSIX_C_SOURCE
+#include <unistd.h>
+/* A scratch file name unique to this process (8 live at once); the file itself is the
+ * test's to remove. */
+static inline char *tu_tmp_path(const char *name)
+{
+    static char path[8][256];
+    static int k;
+    char *p = path[k++ % 8];
+    snprintf(p, 256, "/tmp/sgrad_test_%s_%d", name, (int)getpid());
+    return p;
+}
+static inline void tu_write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+#endif
+
 #define TEST(name)                                                               \
     static void test_##name(void);                                               \
     __attribute__((constructor)) static void tu_reg_##name(void)                \
