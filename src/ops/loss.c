@@ -61,8 +61,6 @@ static void ce_run(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-static int64_t row_grain(int64_t C) { return C > 0 && C < SG__OP_GRAIN ? SG__OP_GRAIN / C : 1; }
-
 /* saved[0]: lse (N), saved[1]: targets. */
 static int ce_backward(sg_node *n, sg_tensor *gout)
 {
@@ -72,7 +70,7 @@ static int ce_backward(sg_node *n, sg_tensor *gout)
     if (!g) return sg__status_or_nomem(x->ctx);
     ce_job J = {x->dtype, x->shape[1], x->data, n->saved[1], n->saved[0]->data, NULL,
                 g->data, sg_tensor_get(gout, 0) / (double)N};
-    sg__op_parallel(x->ctx, N, row_grain(x->shape[1]), ce_run, &J);
+    sg__op_parallel(x->ctx, N, sg__op_row_grain(x->shape[1]), ce_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -112,7 +110,7 @@ sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets)
     sg_tensor *out = sg__tmp(ctx, logits->dtype, 0, logits->shape, false);
     if (!out) return NULL;
     ce_job J = {logits->dtype, C, logits->data, targets, lse->data, term, NULL, 0};
-    sg__op_parallel(ctx, N, row_grain(C), ce_run, &J);
+    sg__op_parallel(ctx, N, sg__op_row_grain(C), ce_run, &J);
     double total = 0;
     for (int64_t i = 0; i < N; i++) total += term[i];
     set_scalar(out, total / (double)N);

@@ -260,8 +260,6 @@ static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-static int64_t rowdot_grain(int64_t D) { return D > 0 && D < SG__OP_GRAIN ? SG__OP_GRAIN / D : 1; }
-
 static int rowdot_backward(sg_node *n, sg_tensor *gout)
 {
     const bool same = n->in[0] == n->in[1];
@@ -271,7 +269,7 @@ static int rowdot_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *g = sg__tmp_like(x, false);
         if (!g) return sg__status_or_nomem(x->ctx);
         rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data, same};
-        sg__op_parallel(x->ctx, x->shape[0], rowdot_grain(x->shape[1]), rowdot_rows, &J);
+        sg__op_parallel(x->ctx, x->shape[0], sg__op_row_grain(x->shape[1]), rowdot_rows, &J);
         int rc = sg__accum_grad(x, g, true);
         if (rc != SG_OK) return rc;
     }
@@ -294,7 +292,7 @@ sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b)
     sg_tensor *out = sg__tmp(a->ctx, a->dtype, 1, a->shape, false);
     if (!out) return NULL;
     rowdot_job J = {a->dtype, a->shape[1], a->data, b->data, NULL, out->data, false};
-    sg__op_parallel(a->ctx, a->shape[0], rowdot_grain(a->shape[1]), rowdot_rows, &J);
+    sg__op_parallel(a->ctx, a->shape[0], sg__op_row_grain(a->shape[1]), rowdot_rows, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(a->ctx, 2, in) &&
         !sg__node_new(a->ctx, rowdot_backward, "sg_rowdot", out, 2, in))

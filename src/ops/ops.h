@@ -18,6 +18,13 @@ void sg__op_parallel(sg_ctx *ctx, int64_t n, int64_t grain, sg__op_range_fn fn, 
 /* Elements per chunk for cheap elementwise kernels: small tensors stay on one thread. */
 #define SG__OP_GRAIN ((int64_t)1 << 15)
 
+/* Items per chunk for a kernel whose item is a row of `len` elements: about SG__OP_GRAIN
+ * elements per chunk, at least one row. */
+static inline int64_t sg__op_row_grain(int64_t len)
+{
+    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
+}
+
 const char *sg__op_dtype_name(sg_dtype d);
 
 /* Each check records an error on t's context and returns false when it fails. */

@@ -146,11 +146,6 @@ static void dim_run(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-static int64_t dim_grain(int64_t len)
-{
-    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
-}
-
 /* iarg[0]: dim; scalar[0]: 1 or 1/len. */
 static int reduce_dim_backward(sg_node *n, sg_tensor *gout)
 {
@@ -160,7 +155,7 @@ static int reduce_dim_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     dim_job J = {x->dtype, len, inner, gout->data, g->data, n->scalar[0], true};
-    sg__op_parallel(x->ctx, outer * inner, dim_grain(len), dim_run, &J);
+    sg__op_parallel(x->ctx, outer * inner, sg__op_row_grain(len), dim_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -183,7 +178,7 @@ static sg_tensor *reduce_dim(sg_tensor *a, int dim, int keepdim, bool mean)
     if (!out) return NULL;
     const double s = mean ? 1.0 / (double)len : 1.0;
     dim_job J = {a->dtype, len, inner, a->data, out->data, s, false};
-    sg__op_parallel(ctx, outer * inner, dim_grain(len), dim_run, &J);
+    sg__op_parallel(ctx, outer * inner, sg__op_row_grain(len), dim_run, &J);
     if (sg__needs_grad(ctx, 1, &a)) {
         sg_node *n = sg__node_new(ctx, reduce_dim_backward, op, out, 1, &a);
         if (!n) return NULL;

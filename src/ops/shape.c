@@ -115,7 +115,7 @@ static sg_tensor *swap_copy(const sg_tensor *x, int d0, int d1)
         J.sst[p] = q >= 0 ? sg__prod(x->shape, qs + 1, x->ndim) : 0;
     }
     const int64_t rows = J.od[0] * J.od[1] * J.od[2];
-    const int64_t grain = J.od[3] > 0 && J.od[3] < SG__OP_GRAIN ? SG__OP_GRAIN / J.od[3] : 1;
+    const int64_t grain = sg__op_row_grain(J.od[3]);
     sg__op_parallel(x->ctx, rows, grain, perm_rows, &J);
     return out;
 }

@@ -57,11 +57,6 @@ static void sm_run(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-static int64_t sm_grain(int64_t len)
-{
-    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
-}
-
 /* iarg[0]: dim, iarg[1]: log. */
 static int sm_backward(sg_node *n, sg_tensor *gout)
 {
@@ -71,7 +66,7 @@ static int sm_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     sm_job J = {x->dtype, len, inner, n->iarg[1] != 0, NULL, n->out->data, gout->data, g->data};
-    sg__op_parallel(x->ctx, outer * inner, sm_grain(len), sm_run, &J);
+    sg__op_parallel(x->ctx, outer * inner, sg__op_row_grain(len), sm_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -86,7 +81,7 @@ static sg_tensor *softmax_op(sg_tensor *a, int dim, bool log)
     sg_tensor *out = sg__tmp_like(a, false);
     if (!out) return NULL;
     sm_job J = {a->dtype, len, inner, log, a->data, NULL, NULL, out->data};
-    sg__op_parallel(a->ctx, outer * inner, sm_grain(len), sm_run, &J);
+    sg__op_parallel(a->ctx, outer * inner, sg__op_row_grain(len), sm_run, &J);
     if (sg__needs_grad(a->ctx, 1, &a)) {
         sg_node *n = sg__node_new(a->ctx, sm_backward, op, out, 1, &a);
         if (!n) return NULL;
