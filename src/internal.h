@@ -133,6 +133,10 @@ int sg__failc(sg_ctx *ctx, int status, const char *fmt, ...)
 /* ---- memory */
 void *sg__malloc(sg_ctx *ctx, size_t size); /* allocator hooks, counted; NULL + NOMEM */
 void *sg__calloc(sg_ctx *ctx, size_t n, size_t size);
+/* Room for one more element in arr (len used of *cap, elements of `elem` bytes): returns
+ * arr itself if it has room, else a copy with double the capacity (first: the initial
+ * one; arr is freed and *cap updated), or NULL (SG_ERR_NOMEM, arr unchanged). */
+void *sg__grow(sg_ctx *ctx, void *arr, int64_t *cap, int64_t len, size_t elem, int64_t first);
 void sg__free(sg_ctx *ctx, void *p); /* NULL: no-op */
 void *sg__arena_alloc(sg_ctx *ctx, size_t size); /* NULL + NOMEM; memory not zeroed */
 void sg__arena_reset(sg_ctx *ctx);
@@ -222,6 +226,13 @@ static inline int sg__status_or_nomem(const sg_ctx *ctx)
 #define SG__PREFETCH(a) ((void)(a))
 #define SG__PREFETCH_W(a) ((void)(a))
 #endif
+/* Prefetches the first `bytes` bytes of row `row` (rows of rowbytes) of base, for reading,
+ * a cache line at a time. */
+static inline void sg__prefetch_row(const void *base, int64_t row, size_t rowbytes, size_t bytes)
+{
+    const char *p = (const char *)base + (size_t)row * rowbytes;
+    for (size_t off = 0; off < bytes; off += 64) SG__PREFETCH(p + off);
+}
 
 /* ---- dtype dispatch: runs BODY with T defined as float or double */
 #define SG__DISPATCH_FLOAT(dtype, T, BODY)         \

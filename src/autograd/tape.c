@@ -76,15 +76,9 @@ int sg_set_grad_enabled(sg_ctx *ctx, int enabled)
 
 static int store_add(sg_ctx *ctx, sg_tensor *x)
 {
-    if (ctx->store_len == ctx->store_cap) {
-        int64_t cap = ctx->store_cap ? 2 * ctx->store_cap : 64;
-        sg_tensor **s = sg__malloc(ctx, (size_t)cap * sizeof *s);
-        if (!s) return SG_ERR_NOMEM;
-        if (ctx->store_len) memcpy(s, ctx->store, (size_t)ctx->store_len * sizeof *s);
-        sg__free(ctx, ctx->store);
-        ctx->store = s;
-        ctx->store_cap = cap;
-    }
+    sg_tensor **s = sg__grow(ctx, ctx->store, &ctx->store_cap, ctx->store_len, sizeof *s, 64);
+    if (!s) return SG_ERR_NOMEM;
+    ctx->store = s;
     ctx->store[ctx->store_len++] = x;
     x->in_store = true;
     return SG_OK;

@@ -56,6 +56,18 @@ void *sg__calloc(sg_ctx *ctx, size_t n, size_t size)
     return p;
 }
 
+void *sg__grow(sg_ctx *ctx, void *arr, int64_t *cap, int64_t len, size_t elem, int64_t first)
+{
+    if (len < *cap) return arr;
+    int64_t n = *cap ? 2 * *cap : first;
+    void *p = sg__malloc(ctx, (size_t)n * elem);
+    if (!p) return NULL;
+    if (len) memcpy(p, arr, (size_t)len * elem);
+    sg__free(ctx, arr);
+    *cap = n;
+    return p;
+}
+
 void sg__free(sg_ctx *ctx, void *ptr)
 {
     if (!ptr) return;

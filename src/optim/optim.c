@@ -239,15 +239,9 @@ int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
     if (p->optim_state)
         return sg__failc(ctx, SG_ERR_STATE, "%s: tensor is already a parameter of an optimizer",
                          opt->name);
-    if (opt->n_params == opt->cap_params) {
-        int64_t cap = opt->cap_params ? 2 * opt->cap_params : 16;
-        sg__pstate **a = sg__malloc(ctx, (size_t)cap * sizeof *a);
-        if (!a) return SG_ERR_NOMEM;
-        if (opt->n_params) memcpy(a, opt->params, (size_t)opt->n_params * sizeof *a);
-        sg__free(ctx, opt->params);
-        opt->params = a;
-        opt->cap_params = cap;
-    }
+    sg__pstate **grown = sg__grow(ctx, opt->params, &opt->cap_params, opt->n_params, sizeof *grown, 16);
+    if (!grown) return SG_ERR_NOMEM;
+    opt->params = grown;
     sg__pstate *ps = sg__calloc(ctx, 1, sizeof *ps);
     if (!ps) return SG_ERR_NOMEM;
     ps->opt = opt;

@@ -137,10 +137,8 @@ static void sum_pairs(const sg_tensor *t, const void *s, bool packed, int64_t i0
     SG__DISPATCH_FLOAT(t->dtype, T, {
         T *o = out->values->data;
         for (int64_t k = i0; k < i1; k++) {
-            if (k + SG__PREFETCH_AHEAD < n) {
-                const unsigned char *p = raw + (size_t)pair_pos(s, k + SG__PREFETCH_AHEAD, packed) * rowbytes;
-                for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(p + off);
-            }
+            if (k + SG__PREFETCH_AHEAD < n)
+                sg__prefetch_row(raw, pair_pos(s, k + SG__PREFETCH_AHEAD, packed), rowbytes, rowbytes);
             uint64_t r = pair_row(s, k, packed);
             bool start = r != prev;
             prev = r;

@@ -112,10 +112,8 @@ static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, s
     const size_t pfbytes = rowbytes < SG__GATHER_PREFETCH_MAX ? rowbytes : SG__GATHER_PREFETCH_MAX;
 #define GATHER_LOOP(I)                                                                       \
     for (int64_t b = lo; b < hi; b++) {                                                      \
-        if (b + SG__GATHER_AHEAD < hi) {                                                     \
-            const char *p = (const char *)(w + (I)[b + SG__GATHER_AHEAD] * D);               \
-            for (size_t off = 0; off < pfbytes; off += 64) SG__PREFETCH(p + off);     \
-        }                                                                                    \
+        if (b + SG__GATHER_AHEAD < hi)                                                       \
+            sg__prefetch_row(w, (I)[b + SG__GATHER_AHEAD], rowbytes, pfbytes);               \
         int64_t r = (I)[b];                                                                  \
         T *restrict dst = y + b * D;                                                         \
         const T *restrict src = w + r * D;                                                   \

@@ -59,9 +59,7 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
             const T *restrict v = src->values->data;
             T a = (T)alpha;
             for (int64_t e = 0; e < nnz; e++) {
-                if (e + SG__IADD_AHEAD < nnz)
-                    for (size_t off = 0; off < rowbytes; off += 64)
-                        SG__PREFETCH(raw + (size_t)idx[e + SG__IADD_AHEAD] * rowbytes + off);
+                if (e + SG__IADD_AHEAD < nnz) sg__prefetch_row(raw, idx[e + SG__IADD_AHEAD], rowbytes, rowbytes);
                 if (one) SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, true);
                 else SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, false);
             }
@@ -78,16 +76,13 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
             list[m] = e;
             m += (uint64_t)(idx[e] - lo) < span;
         }
-        for (int64_t k = 0; k < m && k < SG__IADD_AHEAD; k++)
-            for (size_t off = 0; off < rowbytes; off += 64) SG__PREFETCH(raw + (size_t)idx[list[k]] * rowbytes + off);
+        for (int64_t k = 0; k < m && k < SG__IADD_AHEAD; k++) sg__prefetch_row(raw, idx[list[k]], rowbytes, rowbytes);
         SG__DISPATCH_FLOAT(dst->dtype, T, {
             T *restrict d = dst->data;
             const T *restrict v = src->values->data;
             T a = (T)alpha;
             for (int64_t k = 0; k < m; k++) {
-                if (k + SG__IADD_AHEAD < m)
-                    for (size_t off = 0; off < rowbytes; off += 64)
-                        SG__PREFETCH(raw + (size_t)idx[list[k + SG__IADD_AHEAD]] * rowbytes + off);
+                if (k + SG__IADD_AHEAD < m) sg__prefetch_row(raw, idx[list[k + SG__IADD_AHEAD]], rowbytes, rowbytes);
                 int64_t e = list[k];
                 if (one) SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, true);
                 else SG__ROW_ADD(T, d + idx[e] * D, v + e * D, D, a, false);
