@@ -19,7 +19,7 @@
  * run and after the loop's (0 where the arithmetic is the same to the bit).
  * Single thread unless --threads says otherwise. */
 #include "bench.h"
-#include "internal.h"
+#include "optim/optim.h"
 
 #include <math.h>
 #include <stdio.h>

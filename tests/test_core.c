@@ -1,6 +1,6 @@
 /* Core: context, errors, arena, tensors, tape traversal, gradient store and the
  * accumulation rules, allocation-failure injection over a whole training step. */
-#include "internal.h"
+#include "autograd/tape.h"
 #include "testutil.h"
 
 

@@ -2,7 +2,7 @@
  * forward value against a naive loop written here, stability at extreme inputs, bitwise
  * determinism across thread counts, the COO dispatch of generic ops, and error handling
  * (NULL result, the right status, no node recorded). */
-#include "internal.h"
+#include "ops/ops.h"
 #include "testutil.h"
 
 #define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}

@@ -3,7 +3,7 @@
  * documentation for SGD, Adagrad, Adam/AdamW; per-row counters for LazyAdam; one
  * accumulator per row for row-wise Adagrad). Also schedules, clipping (duplicates summed
  * before squaring), state access and errors that change nothing. */
-#include "internal.h"
+#include "optim/optim.h"
 #define TU_SEED 0x2545F4914F6CDD1Dull
 #include "testutil.h"
 

@@ -3,7 +3,7 @@
  * random sparse batches; the fused embedding update against the unfused path; COO
  * gradients with several sparse dims; steps that visit only parameters with gradients;
  * bitwise equality across thread counts. */
-#include "internal.h"
+#include "optim/optim.h"
 #include "optim/optim.h"
 #include "testutil.h"
 

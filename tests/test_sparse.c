@@ -1,7 +1,7 @@
 /* Sparse kernels: COO construction and validation, concatenation, index-add (against a
  * naive loop, bitwise across thread counts, errors that change nothing) and coalesce
  * (against an independent qsort-based implementation on duplicate-heavy random data). */
-#include "internal.h"
+#include "sparse/sparse.h"
 #include "testutil.h"
 
 /* ---- small deterministic generator, independent of the library's */

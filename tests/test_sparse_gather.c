@@ -3,7 +3,7 @@
  * index_select and slice. Gradients are checked by finite differences and against naive
  * scatter loops; the embedding gradient is checked to borrow the incoming gradient buffer
  * and to cost O(B x D) memory. */
-#include "internal.h"
+#include "ops/ops.h"
 #define TU_SEED 0xD1B54A32D192ED03ull
 #include "testutil.h"
 

@@ -4,7 +4,7 @@
  * input is x plus one extra entry (index k, value +-eps), which means x + eps*e_k because
  * duplicates sum. masked == 1 perturbs only specified elements, so the numerical Jacobian
  * is zero at unspecified ones and an analytical gradient that reaches them fails. */
-#include "internal.h"
+#include "autograd/tape.h"
 
 #include <math.h>
 

@@ -3,7 +3,7 @@
  * Invariants: nodes are created in a topological order (an op's inputs exist before its
  * output); a traversal touches only nodes reachable from the output it starts at; the
  * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset. */
-#include "internal.h"
+#include "autograd/tape.h"
 
 #include <stdio.h>
 
@@ -91,6 +91,18 @@ void sg__grads_clear(sg_ctx *ctx)
         ctx->store[i]->in_store = false;
     }
     ctx->store_len = 0;
+}
+
+void sg__grads_forget(sg_tensor *t)
+{
+    sg_ctx *ctx = t->ctx;
+    for (int64_t i = 0; i < ctx->store_len; i++) {
+        if (ctx->store[i] != t) continue;
+        memmove(ctx->store + i, ctx->store + i + 1, (size_t)(ctx->store_len - i - 1) * sizeof *ctx->store);
+        ctx->store_len--;
+        t->in_store = false;
+        return;
+    }
 }
 
 int64_t sg_grads_count(const sg_ctx *ctx) { return ctx ? ctx->store_len : 0; }

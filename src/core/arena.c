@@ -3,7 +3,7 @@
  * served the whole step (the steady state). When a step needed several chunks, the reset
  * replaces them with one chunk as large as the step's total, so the next step of the
  * same size allocates nothing. */
-#include "internal.h"
+#include "core/core.h"
 
 #include <stdint.h>
 

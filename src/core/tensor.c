@@ -2,7 +2,7 @@
  * Invariants: see internal.h. Persistent tensors are linked in ctx->persistent and own
  * their data (views never are persistent); a persistent COO tensor owns its indices and
  * values tensors, which are not linked themselves. */
-#include "internal.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -154,27 +154,15 @@ sg_tensor *sg__coo_new_persistent(sg_ctx *ctx, sg_dtype dtype, int ndim, const i
     return t;
 }
 
-static void store_remove(sg_ctx *ctx, sg_tensor *t)
-{
-    for (int64_t i = 0; i < ctx->store_len; i++) {
-        if (ctx->store[i] != t) continue;
-        memmove(ctx->store + i, ctx->store + i + 1, (size_t)(ctx->store_len - i - 1) * sizeof *ctx->store);
-        ctx->store_len--;
-        return;
-    }
-}
-
 static void free_dense_persistent(sg_ctx *ctx, sg_tensor *t)
 {
     if (t->owns_data) sg__free(ctx, t->data);
     sg__free(ctx, t);
 }
 
-void sg_tensor_free(sg_tensor *t)
+void sg__tensor_destroy(sg_tensor *t)
 {
-    if (!t || !t->persistent) return;
     sg_ctx *ctx = t->ctx;
-    if (t->in_store) store_remove(ctx, t);
     if (t->prev_persistent) t->prev_persistent->next_persistent = t->next_persistent;
     else if (ctx->persistent == t) ctx->persistent = t->next_persistent;
     if (t->next_persistent) t->next_persistent->prev_persistent = t->prev_persistent;
@@ -239,15 +227,6 @@ sg_tensor *sg__coo_wrap(sg_ctx *ctx, int ndim, const int64_t *shape, int sparse_
     return t;
 }
 
-sg_tensor *sg__densify(const sg_tensor *t)
-{
-    sg_tensor *d = sg__tmp(t->ctx, t->dtype, t->ndim, t->shape, t->layout == SG_COO);
-    if (!d) return NULL;
-    if (t->layout == SG_COO) sg__index_add_unchecked(d, t, 1.0);
-    else memcpy(d->data, t->data, (size_t)t->numel * sg_dtype_size(t->dtype));
-    return d;
-}
-
 sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad)
 {
     if (!t) return NULL;
@@ -278,7 +257,7 @@ void *sg_tensor_data(sg_tensor *t) { return t && t->layout == SG_DENSE ? t->data
 float *sg_tensor_f32(sg_tensor *t) { return t && t->layout == SG_DENSE && t->dtype == SG_F32 ? t->data : NULL; }
 double *sg_tensor_f64(sg_tensor *t) { return t && t->layout == SG_DENSE && t->dtype == SG_F64 ? t->data : NULL; }
 
-static double dense_at(const sg_tensor *t, int64_t i)
+double sg__dense_at(const sg_tensor *t, int64_t i)
 {
     switch (t->dtype) {
     case SG_F32: return ((const float *)t->data)[i];
@@ -292,7 +271,7 @@ static double dense_at(const sg_tensor *t, int64_t i)
 double sg_tensor_get(const sg_tensor *t, int64_t i)
 {
     if (!t || i < 0 || i >= t->numel) return NAN;
-    if (t->layout == SG_DENSE) return dense_at(t, i);
+    if (t->layout == SG_DENSE) return sg__dense_at(t, i);
     int64_t dsize = sg__prod(t->shape, t->sparse_dim, t->ndim);
     int64_t row = i / dsize, off = i % dsize;
     const int64_t *idx = t->indices->data;
@@ -300,12 +279,12 @@ double sg_tensor_get(const sg_tensor *t, int64_t i)
     for (int64_t e = 0; e < t->nnz; e++) {
         int64_t r = 0;
         for (int d = 0; d < t->sparse_dim; d++) r = r * t->shape[d] + idx[d * t->nnz + e];
-        if (r == row) s += dense_at(t->values, e * dsize + off);
+        if (r == row) s += sg__dense_at(t->values, e * dsize + off);
     }
     return s;
 }
 
-static int check_float_dense(const sg_tensor *t, const char *fn)
+int sg__check_float_dense(const sg_tensor *t, const char *fn)
 {
     if (!t) return SG_ERR_NULL;
     if (t->layout != SG_DENSE) return sg__failc(t->ctx, SG_ERR_LAYOUT, "%s: dense tensor needed", fn);
@@ -315,7 +294,7 @@ static int check_float_dense(const sg_tensor *t, const char *fn)
 
 int sg_tensor_fill(sg_tensor *t, double value)
 {
-    int rc = check_float_dense(t, "sg_tensor_fill");
+    int rc = sg__check_float_dense(t, "sg_tensor_fill");
     if (rc) return rc;
     SG__DISPATCH_FLOAT(t->dtype, T, {
         T *d = t->data;
@@ -326,7 +305,7 @@ int sg_tensor_fill(sg_tensor *t, double value)
 
 int sg_tensor_fill_uniform(sg_tensor *t, double lo, double hi)
 {
-    int rc = check_float_dense(t, "sg_tensor_fill_uniform");
+    int rc = sg__check_float_dense(t, "sg_tensor_fill_uniform");
     if (rc) return rc;
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
         return sg__failc(t->ctx, SG_ERR_VALUE, "sg_tensor_fill_uniform: bad range [%g, %g)", lo, hi);
@@ -337,32 +316,3 @@ int sg_tensor_fill_uniform(sg_tensor *t, double lo, double hi)
     return SG_OK;
 }
 
-int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src)
-{
-    if (!dst || !src) return dst ? sg__failc(dst->ctx, SG_ERR_NULL, "sg_tensor_copy: NULL source") : SG_ERR_NULL;
-    int rc = check_float_dense(dst, "sg_tensor_copy");
-    if (rc) return rc;
-    if (!sg__is_float(src->dtype)) return sg__failc(dst->ctx, SG_ERR_DTYPE, "sg_tensor_copy: float source needed");
-    if (!sg__same_shape(dst, src)) {
-        char a[64], b[64];
-        return sg__failc(dst->ctx, SG_ERR_SHAPE, "sg_tensor_copy: shapes %s and %s differ",
-                         sg__shape_str(dst, a, sizeof a), sg__shape_str(src, b, sizeof b));
-    }
-    if (src->layout == SG_DENSE && src->dtype == dst->dtype) {
-        memmove(dst->data, src->data, (size_t)dst->numel * sg_dtype_size(dst->dtype));
-        return SG_OK;
-    }
-    if (src->layout == SG_DENSE) {
-        for (int64_t i = 0; i < dst->numel; i++) {
-            double v = dense_at(src, i);
-            if (dst->dtype == SG_F32) ((float *)dst->data)[i] = (float)v;
-            else ((double *)dst->data)[i] = v;
-        }
-        return SG_OK;
-    }
-    if (src->dtype != dst->dtype)
-        return sg__failc(dst->ctx, SG_ERR_DTYPE, "sg_tensor_copy: COO source must have dst's dtype");
-    memset(dst->data, 0, (size_t)dst->numel * sg_dtype_size(dst->dtype));
-    sg__index_add_unchecked(dst, src, 1.0);
-    return SG_OK;
-}

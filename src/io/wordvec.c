@@ -10,7 +10,7 @@
  * pipe) the rows, offsets and hash table grow with the records read, from about 1 MiB of
  * vectors; such a stream cannot be rewound, so its format must be given, not detected.
  */
-#include "internal.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <math.h>

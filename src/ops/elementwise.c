@@ -1,11 +1,12 @@
 /* Binary elementwise ops with numpy broadcasting (add, sub, mul, div) and scale.
  *
- * Invariants: both operands are dense with one dtype (COO + COO addition is handed to the
- * sparse module); the output has the broadcast shape. A backward reduces an input's
- * gradient over the dims the input was stretched along by summing in output order on one
- * thread, and writes it elementwise in parallel when the input was not stretched, so the
- * result never depends on the thread count. */
-#include "ops.h"
+ * Invariants: both operands are dense with one dtype (COO + COO addition is handed to
+ * sparse_ops.c; a COO operand added to a dense one is densified first); the output has the
+ * broadcast shape. A backward reduces an input's gradient over the dims the input was
+ * stretched along by summing in output order on one thread, and writes it elementwise in
+ * parallel when the input was not stretched, so the result never depends on the thread
+ * count. */
+#include "ops/ops.h"
 
 typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
 static const char *const bin_names[] = {"sg_add", "sg_sub", "sg_mul", "sg_div"};
@@ -183,7 +184,7 @@ static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *g
         bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
                      gout->data, g->data, k};
         if (bcast_full(bc, x))
-            sg__op_parallel(x->ctx, bc->numel, SG__OP_GRAIN, bin_grad, &J);
+            sg__parallel_for(x->ctx, bc->numel, SG__GRAIN, bin_grad, &J);
         else
             bin_grad(&J, 0, bc->numel); /* reduction: one thread, output order */
     }
@@ -222,8 +223,15 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     SG__CHECK_NOTNULL(a);
     SG__CHECK_NOTNULL(b);
     const char *op = bin_names[kind];
-    if (kind == BIN_ADD && (a->layout == SG_COO || b->layout == SG_COO))
-        return sg__sparse_add(a, b); /* COO + COO stays COO; with a dense operand: dense */
+    if (kind == BIN_ADD && a->layout == SG_COO && b->layout == SG_COO)
+        return sg__sparse_add(a, b); /* COO + COO stays COO (a concatenation) */
+    if (kind == BIN_ADD && (a->layout == SG_COO || b->layout == SG_COO)) {
+        /* With a dense operand the sum is dense: add the COO operand's dense form. */
+        if (a->layout == SG_COO) a = sg_to_dense(a);
+        if (b->layout == SG_COO) b = sg_to_dense(b);
+        SG__CHECK_NOTNULL(a);
+        SG__CHECK_NOTNULL(b);
+    }
     if (!sg__op_check_pair(op, a, b) || !sg__op_check_float(op, a) || !sg__op_check_float(op, b))
         return NULL;
     sg_ctx *ctx = a->ctx;
@@ -236,7 +244,7 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     sg_tensor *out = sg__tmp(ctx, a->dtype, bc.ndim, bc.shape, false);
     if (!out) return NULL;
     bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0};
-    sg__op_parallel(ctx, bc.numel, SG__OP_GRAIN, bin_fwd, &J);
+    sg__parallel_for(ctx, bc.numel, SG__GRAIN, bin_fwd, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(ctx, 2, in)) {
         sg_node *n = sg__node_new(ctx, bin_backward, op, out, 2, in);
@@ -277,7 +285,7 @@ static sg_tensor *scale_dense(const sg_tensor *x, double s)
     sg_tensor *y = sg__tmp_like(x, false);
     if (!y) return NULL;
     scale_job J = {x->dtype, x->data, y->data, s};
-    sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, scale_run, &J);
+    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, scale_run, &J);
     return y;
 }
 

@@ -6,7 +6,7 @@
  * one thread, so the loss does not depend on the thread count. Formulas are stable for
  * any finite logit: log-sum-exp subtracts the row maximum; BCE uses
  * max(x,0) - x*t + log1p(exp(-|x|)). */
-#include "ops.h"
+#include "ops/ops.h"
 
 #include <tgmath.h>
 
@@ -70,7 +70,7 @@ static int ce_backward(sg_node *n, sg_tensor *gout)
     if (!g) return sg__status_or_nomem(x->ctx);
     ce_job J = {x->dtype, x->shape[1], x->data, n->saved[1], n->saved[0]->data, NULL,
                 g->data, sg_tensor_get(gout, 0) / (double)N};
-    sg__op_parallel(x->ctx, N, sg__op_row_grain(x->shape[1]), ce_run, &J);
+    sg__parallel_for(x->ctx, N, sg__row_grain(x->shape[1]), ce_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -110,7 +110,7 @@ sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets)
     sg_tensor *out = sg__tmp(ctx, logits->dtype, 0, logits->shape, false);
     if (!out) return NULL;
     ce_job J = {logits->dtype, C, logits->data, targets, lse->data, term, NULL, 0};
-    sg__op_parallel(ctx, N, sg__op_row_grain(C), ce_run, &J);
+    sg__parallel_for(ctx, N, sg__row_grain(C), ce_run, &J);
     double total = 0;
     for (int64_t i = 0; i < N; i++) total += term[i];
     set_scalar(out, total / (double)N);
@@ -170,7 +170,7 @@ static int bce_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *g = sg__tmp_like(in, false);
         if (!g) return sg__status_or_nomem(x->ctx);
         bce_job J = {x->dtype, x->data, n->in[1]->data, NULL, g->data, k, scale};
-        sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, bce_run, &J);
+        sg__parallel_for(x->ctx, x->numel, SG__GRAIN, bce_run, &J);
         int rc = sg__accum_grad(in, g, true);
         if (rc != SG_OK) return rc;
     }
@@ -201,7 +201,7 @@ sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets)
     sg_tensor *out = sg__tmp(ctx, logits->dtype, 0, logits->shape, false);
     if (!out) return NULL;
     bce_job J = {logits->dtype, logits->data, targets->data, term, NULL, 0, 0};
-    sg__op_parallel(ctx, n, SG__OP_GRAIN, bce_run, &J);
+    sg__parallel_for(ctx, n, SG__GRAIN, bce_run, &J);
     double total = 0;
     for (int64_t i = 0; i < n; i++) total += term[i];
     set_scalar(out, total / (double)n);

@@ -6,7 +6,7 @@
  * sizes, so results are bitwise identical for any thread count. The backward products are
  * computed as plain row-major products after an explicit transpose of one operand, so the
  * inner loop of every kernel runs over contiguous memory. */
-#include "ops.h"
+#include "ops/ops.h"
 
 #define MM_KB 128 /* contracted-index block: MM_KB rows of B stay in cache */
 #define MM_NB 256 /* column block of B and C */
@@ -77,7 +77,7 @@ static void mm_run(sg_ctx *ctx, sg_dtype dtype, int64_t batch, int64_t M, int64_
     int threads = sg__threads(ctx);
     if (threads > 1 && 2 * rows * K * N >= MM_SERIAL_FLOPS)
         grain = (rows + threads - 1) / threads;
-    sg__op_parallel(ctx, rows, grain, mm_rows, &J);
+    sg__parallel_for(ctx, rows, grain, mm_rows, &J);
 }
 
 /* dst (batch,C,R) = transpose of src (batch,R,C), in 32x32 tiles. */
@@ -123,7 +123,7 @@ static sg_tensor *transpose_last2(const sg_tensor *t, int64_t batch, int64_t R, 
     sg_tensor *out = sg__tmp(t->ctx, t->dtype, 3, shape, false);
     if (!out) return NULL;
     tr_job J = {sg_dtype_size(t->dtype), R, C, t->data, out->data};
-    sg__op_parallel(t->ctx, batch * R, TR_TILE, tr_rows, &J);
+    sg__parallel_for(t->ctx, batch * R, TR_TILE, tr_rows, &J);
     return out;
 }
 
@@ -269,7 +269,7 @@ static int rowdot_backward(sg_node *n, sg_tensor *gout)
         sg_tensor *g = sg__tmp_like(x, false);
         if (!g) return sg__status_or_nomem(x->ctx);
         rowdot_job J = {x->dtype, x->shape[1], NULL, n->in[1 - k]->data, gout->data, g->data, same};
-        sg__op_parallel(x->ctx, x->shape[0], sg__op_row_grain(x->shape[1]), rowdot_rows, &J);
+        sg__parallel_for(x->ctx, x->shape[0], sg__row_grain(x->shape[1]), rowdot_rows, &J);
         int rc = sg__accum_grad(x, g, true);
         if (rc != SG_OK) return rc;
     }
@@ -292,7 +292,7 @@ sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b)
     sg_tensor *out = sg__tmp(a->ctx, a->dtype, 1, a->shape, false);
     if (!out) return NULL;
     rowdot_job J = {a->dtype, a->shape[1], a->data, b->data, NULL, out->data, false};
-    sg__op_parallel(a->ctx, a->shape[0], sg__op_row_grain(a->shape[1]), rowdot_rows, &J);
+    sg__parallel_for(a->ctx, a->shape[0], sg__row_grain(a->shape[1]), rowdot_rows, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(a->ctx, 2, in) &&
         !sg__node_new(a->ctx, rowdot_backward, "sg_rowdot", out, 2, in))

@@ -1,29 +1,11 @@
-/* Helpers private to the op files in src/ops: uniform input checks (each records an error
- * naming the op and the offending shapes or dtypes) and the one parallel loop that every
- * op kernel goes through. Defined in src/ops/common.c. */
+/* The ops layer's private header: uniform input checks shared by the op files (each
+ * records an error naming the op and the offending shapes or dtypes; src/ops/common.c) and
+ * the COO paths of generic ops that one op file lends another. Includes only the layers
+ * below (autograd, sparse, core). */
 #ifndef SG_OPS_H
 #define SG_OPS_H
 
-#include "internal.h"
-
-/* Work on items [lo, hi) of a kernel; ud is the kernel's job description. */
-typedef void (*sg__op_range_fn)(void *ud, int64_t lo, int64_t hi);
-
-/* Runs fn over [0, n) in chunks of `grain` items (the last chunk may be shorter), spread
- * over the context's threads when there are two chunks or more. Chunk boundaries depend
- * only on n and grain, never on the thread count, so a kernel whose chunks write disjoint
- * outputs (or per-chunk partials combined in chunk order) is bitwise deterministic. */
-void sg__op_parallel(sg_ctx *ctx, int64_t n, int64_t grain, sg__op_range_fn fn, void *ud);
-
-/* Elements per chunk for cheap elementwise kernels: small tensors stay on one thread. */
-#define SG__OP_GRAIN ((int64_t)1 << 15)
-
-/* Items per chunk for a kernel whose item is a row of `len` elements: about SG__OP_GRAIN
- * elements per chunk, at least one row. */
-static inline int64_t sg__op_row_grain(int64_t len)
-{
-    return len > 0 && len < SG__OP_GRAIN ? SG__OP_GRAIN / len : 1;
-}
+#include "autograd/tape.h"
 
 const char *sg__op_dtype_name(sg_dtype d);
 
@@ -38,5 +20,14 @@ bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out);
 
 /* Views t as (outer, len, inner) around dimension dim (already normalised). */
 void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner);
+
+/* ---- sparse paths of generic ops (src/ops/sparse_ops.c), recorded on the tape like any op.
+ * The generic entry points (sg_add, sg_scale, sg_matmul, sg_sum) call these when an
+ * operand is COO. */
+sg_tensor *sg__sparse_add(sg_tensor *a, sg_tensor *b); /* COO + COO -> COO (concat) */
+sg_tensor *sg__sparse_scale(sg_tensor *a, double s);  /* COO * s -> COO */
+sg_tensor *sg__sparse_transpose(sg_tensor *a, int dim0, int dim1); /* 2-D COO -> COO */
+sg_tensor *sg__spmm(sg_tensor *a, sg_tensor *b);      /* COO (M,K) @ dense (K,N) */
+sg_tensor *sg__sparse_sum(sg_tensor *a);              /* COO -> scalar */
 
 #endif

@@ -6,7 +6,7 @@
  * chunk sums in chunk order; a reduction along a
  * dim adds the terms of each output element in ascending index order. Neither depends on
  * the thread count. */
-#include "ops.h"
+#include "ops/ops.h"
 
 #define SUM_CHUNK ((int64_t)1 << 14)
 #define SUM_LANES 8 /* independent accumulators, so that the adds pipeline */
@@ -58,7 +58,7 @@ static int reduce_all_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     fill_job J = {x->dtype, g->data, sg_tensor_get(gout, 0) * n->scalar[0]};
-    sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, fill_run, &J);
+    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, fill_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -73,7 +73,7 @@ static sg_tensor *reduce_all(sg_tensor *a, bool mean)
     sg_tensor *out = sg__tmp(ctx, a->dtype, 0, a->shape, false);
     if (!out) return NULL;
     sum_job J = {a->dtype, a->data, partial};
-    sg__op_parallel(ctx, n, SUM_CHUNK, sum_chunks, &J);
+    sg__parallel_for(ctx, n, SUM_CHUNK, sum_chunks, &J);
     double total = 0;
     for (int64_t c = 0; c < chunks; c++) total += partial[c];
     if (mean) total /= (double)n; /* 0/0 = NaN for an empty tensor, as in numpy */
@@ -155,7 +155,7 @@ static int reduce_dim_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     dim_job J = {x->dtype, len, inner, gout->data, g->data, n->scalar[0], true};
-    sg__op_parallel(x->ctx, outer * inner, sg__op_row_grain(len), dim_run, &J);
+    sg__parallel_for(x->ctx, outer * inner, sg__row_grain(len), dim_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -178,7 +178,7 @@ static sg_tensor *reduce_dim(sg_tensor *a, int dim, int keepdim, bool mean)
     if (!out) return NULL;
     const double s = mean ? 1.0 / (double)len : 1.0;
     dim_job J = {a->dtype, len, inner, a->data, out->data, s, false};
-    sg__op_parallel(ctx, outer * inner, sg__op_row_grain(len), dim_run, &J);
+    sg__parallel_for(ctx, outer * inner, sg__row_grain(len), dim_run, &J);
     if (sg__needs_grad(ctx, 1, &a)) {
         sg_node *n = sg__node_new(ctx, reduce_dim_backward, op, out, 1, &a);
         if (!n) return NULL;

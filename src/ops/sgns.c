@@ -16,7 +16,7 @@
  *   their rows in parallel without locks; a row hit from two threads at once may lose an
  *   update, as in word2vec.c. With one thread it equals deterministic mode.
  */
-#include "ops.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #ifdef _OPENMP
@@ -182,7 +182,7 @@ static sg_tensor *sgns_coo_grad(sgns_job *j)
     sg_tensor *idx = sg__index_row_i64(j->tg);
     j->out = sg__tmp(ctx, j->W->dtype, 2, vshape, false);
     if (!idx || !j->out) return NULL;
-    sg__op_parallel(ctx, j->B, SGNS_GRAIN, sgns_coo_values_range, j);
+    sg__parallel_for(ctx, j->B, SGNS_GRAIN, sgns_coo_values_range, j);
     return sg__coo_wrap(ctx, 2, j->W->shape, 1, idx, j->out, false);
 }
 
@@ -204,7 +204,7 @@ static int sgns_apply_fused(sg_node *n, sg_tensor *gout)
     sgns_job j = sgns_job_of(n, sg_tensor_get(gout, 0));
     const int parts = sg__threads(ctx);
     if (ctx->nondeterministic) {
-        sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
+        sg__parallel_for(ctx, j.B, SGNS_GRAIN, sgns_hogwild_range, &j);
     } else if (parts > 1 && j.B * j.T >= 4 * SGNS_GRAIN) {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(parts)
@@ -237,7 +237,7 @@ static int sgns_backward(sg_node *n, sg_tensor *gout)
         if (g == 1.0) return sg__accum_grad(h, j.hdir, false);
         j.out = sg__tmp_like(h, false);
         if (!j.out) return sg__status_or_nomem(ctx);
-        sg__op_parallel(ctx, j.B, SGNS_GRAIN, sgns_scale_range, &j);
+        sg__parallel_for(ctx, j.B, SGNS_GRAIN, sgns_scale_range, &j);
         return sg__accum_grad(h, j.out, true);
     }
     return SG_OK;
@@ -301,7 +301,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
 
     sgns_job j = {.h = h, .W = W, .tg = targets, .coef = coef, .hdir = hdir,
                   .partial = partial, .B = B, .T = T, .D = h->shape[1]};
-    sg__op_parallel(ctx, B, SGNS_GRAIN, sgns_forward_range, &j);
+    sg__parallel_for(ctx, B, SGNS_GRAIN, sgns_forward_range, &j);
     double loss = 0;
     for (int64_t c = 0; c < chunks; c++) loss += partial[c];
     SG__DISPATCH_FLOAT(out->dtype, F, { *(F *)out->data = (F)loss; });

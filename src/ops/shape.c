@@ -5,7 +5,7 @@
  * (integer tensors simply never record a node). Gradients of reshape and concat are views
  * of the incoming gradient (handed on as not owned); transpose's gradient is a fresh
  * transposed copy. */
-#include "ops.h"
+#include "ops/ops.h"
 
 /* ---------------------------------------------------------------- reshape */
 
@@ -115,8 +115,8 @@ static sg_tensor *swap_copy(const sg_tensor *x, int d0, int d1)
         J.sst[p] = q >= 0 ? sg__prod(x->shape, qs + 1, x->ndim) : 0;
     }
     const int64_t rows = J.od[0] * J.od[1] * J.od[2];
-    const int64_t grain = sg__op_row_grain(J.od[3]);
-    sg__op_parallel(x->ctx, rows, grain, perm_rows, &J);
+    const int64_t grain = sg__row_grain(J.od[3]);
+    sg__parallel_for(x->ctx, rows, grain, perm_rows, &J);
     return out;
 }
 

@@ -4,7 +4,7 @@
  * is one independent slice of len elements with stride inner, normalised after
  * subtracting its maximum (no overflow for finite inputs). Slices are processed in
  * parallel, each by one thread in index order: deterministic. */
-#include "ops.h"
+#include "ops/ops.h"
 
 #include <tgmath.h>
 
@@ -66,7 +66,7 @@ static int sm_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     sm_job J = {x->dtype, len, inner, n->iarg[1] != 0, NULL, n->out->data, gout->data, g->data};
-    sg__op_parallel(x->ctx, outer * inner, sg__op_row_grain(len), sm_run, &J);
+    sg__parallel_for(x->ctx, outer * inner, sg__row_grain(len), sm_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -81,7 +81,7 @@ static sg_tensor *softmax_op(sg_tensor *a, int dim, bool log)
     sg_tensor *out = sg__tmp_like(a, false);
     if (!out) return NULL;
     sm_job J = {a->dtype, len, inner, log, a->data, NULL, NULL, out->data};
-    sg__op_parallel(a->ctx, outer * inner, sg__op_row_grain(len), sm_run, &J);
+    sg__parallel_for(a->ctx, outer * inner, sg__row_grain(len), sm_run, &J);
     if (sg__needs_grad(a->ctx, 1, &a)) {
         sg_node *n = sg__node_new(a->ctx, sm_backward, op, out, 1, &a);
         if (!n) return NULL;

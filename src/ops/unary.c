@@ -4,7 +4,7 @@
  * computed independently (parallel, deterministic). Formulas avoid overflow for any finite
  * input: sigmoid and log_sigmoid only ever exponentiate a non-positive number. Backwards
  * read the saved input (node->in[0]) or output (node->out), never recompute the forward. */
-#include "ops.h"
+#include "ops/ops.h"
 
 #include <tgmath.h>
 
@@ -77,7 +77,7 @@ static int un_backward(sg_node *n, sg_tensor *gout)
     sg_tensor *g = sg__tmp_like(x, false);
     if (!g) return sg__status_or_nomem(x->ctx);
     un_job J = {x->dtype, (un_kind)n->iarg[0], x->data, n->out->data, gout->data, g->data};
-    sg__op_parallel(x->ctx, x->numel, SG__OP_GRAIN, un_run, &J);
+    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, un_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
@@ -88,7 +88,7 @@ static sg_tensor *unary(un_kind kind, sg_tensor *a)
     sg_tensor *out = sg__tmp_like(a, false);
     if (!out) return NULL;
     un_job J = {a->dtype, kind, a->data, NULL, NULL, out->data};
-    sg__op_parallel(a->ctx, a->numel, SG__OP_GRAIN, un_run, &J);
+    sg__parallel_for(a->ctx, a->numel, SG__GRAIN, un_run, &J);
     if (sg__needs_grad(a->ctx, 1, &a)) {
         sg_node *n = sg__node_new(a->ctx, un_backward, un_names[kind], out, 1, &a);
         if (!n) return NULL;

@@ -5,7 +5,7 @@
  * term is added to touched rows only (it has no closed form through the accumulator).
  * Invariant: accumulators only grow, starting from initial_accumulator.
  */
-#include "optim.h"
+#include "optim/optim.h"
 
 #include <math.h>
 

@@ -9,7 +9,7 @@
  * documented difference. With a dense gradient every row is touched and LazyAdam equals
  * Adam. Invariant: row_step[r] <= *ps->step.
  */
-#include "optim.h"
+#include "optim/optim.h"
 
 #include <math.h>
 

@@ -6,7 +6,7 @@
  * it is replaced by a modified copy. Everything that can fail (coalescing, copies) happens
  * before the first gradient changes. Sums of squares run in double, in store order.
  */
-#include "optim.h"
+#include "optim/optim.h"
 
 #include <math.h>
 

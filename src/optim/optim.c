@@ -1,6 +1,6 @@
 /* The optimizer object: construction, parameter registration, learning-rate schedules,
  * the step driver over the gradient store, flush, state access and the fused-update hook
- * (sg__optim_apply_rows). The arithmetic of each kind lives in sgd.c, adagrad.c, adam.c.
+ * (sg__optim_apply_rows, reached by fused ops through opt->rows). The arithmetic of each kind lives in sgd.c, adagrad.c, adam.c.
  *
  * Invariants (besides optim.h's):
  * - A step or a fused update first does everything that can fail (learning rate, dense
@@ -8,7 +8,7 @@
  *   only then writes: on error nothing has changed.
  * - A step costs O(gradients in the store + rows they name): it never walks opt->params.
  */
-#include "optim.h"
+#include "optim/optim.h"
 
 #include <math.h>
 
@@ -89,11 +89,14 @@ int sg_optim_set_steps(sg_optim *opt, int64_t steps)
 
 /* ---- construction */
 
+static bool optim_has_param(const sg_optim *opt, const sg_tensor *p);
+
 static sg_optim *optim_new(sg_ctx *ctx, sg__optim_kind kind, const char *name,
                            const sg__optim_ops *ops, double lr)
 {
     sg_optim *opt = sg__calloc(ctx, 1, sizeof *opt);
     if (!opt) return NULL;
+    opt->rows = (sg__row_updater){sg__optim_apply_rows, optim_has_param};
     opt->ctx = ctx;
     opt->kind = kind;
     opt->name = name;
@@ -277,7 +280,7 @@ static sg__pstate *state_of(const sg_optim *opt, const sg_tensor *p)
     return ps && ps->opt == opt ? ps : NULL;
 }
 
-bool sg__optim_has_param(const struct sg_optim *opt, const sg_tensor *p)
+static bool optim_has_param(const sg_optim *opt, const sg_tensor *p)
 {
     return state_of(opt, p) != NULL;
 }
@@ -476,7 +479,7 @@ int sg_optim_flush(sg_optim *opt)
     return SG_OK;
 }
 
-int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
+int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
                          const void *g)
 {
     if (!opt || !W) return SG_ERR_NULL;

@@ -12,7 +12,7 @@
 #ifndef SG_OPTIM_H
 #define SG_OPTIM_H
 
-#include "internal.h"
+#include "autograd/tape.h"
 
 #include <math.h>
 
@@ -75,6 +75,7 @@ typedef struct {
 } sg__optim_ops;
 
 struct sg_optim {
+    sg__row_updater rows; /* first: how fused ops reach this optimizer (autograd/tape.h) */
     sg_ctx *ctx;
     sg__optim_kind kind;
     const char *name;
@@ -109,6 +110,11 @@ struct sg_optim {
 
 extern const sg__optim_ops sg__sgd_ops, sg__adagrad_ops, sg__rowwise_adagrad_ops,
     sg__adam_ops, sg__lazy_adam_ops;
+
+/* The fused row update (the implementation behind opt->rows.apply_rows): opt's update of
+ * rows idx[0..n) of W with gradient rows g (n, D). SG_ERR_STATE when W is not a parameter
+ * of opt, SG_ERR_INDEX for a row out of range; nothing changes on error. */
+int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n, const void *g);
 
 /* Makes a persistent state tensor for ps named `name` (shape given), filled with `fill`. */
 sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,

@@ -19,7 +19,7 @@
  * last[r] (steps before the first run, possible only for state restored without a flush,
  * take the first run's learning rate).
  */
-#include "optim.h"
+#include "optim/optim.h"
 
 static bool sgd_lazy(const sg_optim *opt)
 {

@@ -10,7 +10,7 @@
  * laid out digit-major, chunk-minor, which keeps the sort stable) and for the summation
  * (each chunk owns the runs that start in it). Scratch memory comes from the step arena, which later steps reuse, so a
  * steady-state coalesce neither mallocs nor faults pages in. */
-#include "sparse.h"
+#include "sparse/sparse.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -3,7 +3,7 @@
  * Invariants: every COO tensor built here has indices (sparse_dim, nnz) int64 in range and
  * values (nnz, dense dims...) of its dtype; `coalesced` is set only after checking that the
  * rows are strictly increasing. Nothing here is recorded on the tape. */
-#include "sparse.h"
+#include "sparse/sparse.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -6,7 +6,7 @@
  * (embedding traffic is skewed towards frequent rows): a strided sample of the entries'
  * rows, counted in coarse buckets, places the cut points. For sparse_dim > 1 the row is the
  * flattened sparse index. */
-#include "sparse.h"
+#include "sparse/sparse.h"
 
 #include <math.h>
 #ifdef _OPENMP

@@ -1,11 +1,12 @@
-/* Helpers private to src/sparse: the flattened "row" of a COO entry and the few functions
- * one sparse file lends another. The row of entry e is its sparse index flattened
+/* The sparse layer's private header: COO kernels (construction and validation, densify,
+ * coalesce, concatenation, index-add) and the flattened "row" of a COO entry. No tape
+ * code: the layers above (autograd, ops) call these kernels; they call only core. The row of entry e is its sparse index flattened
  * row-major over the sparse dims, so rows order exactly like lexicographic indices and a
  * dense tensor of the same shape stores that entry's dense block at row * rowsize. */
 #ifndef SG_SPARSE_H
 #define SG_SPARSE_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* Elements in one entry's dense block: product of the dense dims (1 when dense_dim 0). */
 static inline int64_t sg__coo_rowsize(const sg_tensor *t)
@@ -53,5 +54,16 @@ sg_tensor *sg__coo_expand(const sg_tensor *t, int sparse_dim);
 /* Index tensor check shared by the gathers: idx dense, int32/int64, every entry in
  * [0, limit). Records SG_ERR_LAYOUT / SG_ERR_DTYPE / SG_ERR_INDEX naming `op`. (coo.c) */
 bool sg__check_index(const char *op, const sg_tensor *idx, int64_t limit);
+
+/* ---- kernels used by the layers above */
+/* Concatenation of two COO tensors of the same shape (tape tensor). */
+sg_tensor *sg__coo_concat(const sg_tensor *a, const sg_tensor *b);
+/* dst += alpha * src without validation (src built by the library). */
+void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha);
+/* The entries of an int32/int64 tensor as an int64 (1, n) tape tensor: a view of idx's
+ * buffer for int64 (no copy), a converted copy for int32. (src/sparse/coo.c) */
+sg_tensor *sg__index_row_i64(const sg_tensor *idx);
+/* Dense tape copy of t's meaning (COO summed into zeros). */
+sg_tensor *sg__densify(const sg_tensor *t); /* (densify.c) */
 
 #endif

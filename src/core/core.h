@@ -1,4 +1,7 @@
-/* Internal definitions shared by the library's modules (never installed).
+/* The core layer's private header: the tensor and context structures, allocator hooks and
+ * byte accounting, the step arena, dense tensor construction, errors, dtype helpers and the
+ * one parallel loop. Everything above core includes this; it includes only the public
+ * header. (Layer order: src/README.md.)
  *
  * Invariants:
  * - A tensor's `ctx` never changes. Tape tensors (persistent == 0) and their data live in
@@ -8,11 +11,11 @@
  *   tensor's buffer (views) and then owns_data == 0.
  * - A COO tensor keeps `indices` (sparse_dim, nnz) int64 and `values` (nnz, dense dims)
  *   as dense tensors; `shape` is the dense meaning's shape.
- * - `node` is the op that produced a tensor on the current tape (NULL for leaves).
- *   Nodes are appended in creation order, which is a topological order.
+ * - `node` is the op that produced a tensor on the current tape (NULL for leaves); the
+ *   node type belongs to the autograd layer (src/autograd/tape.h).
  */
-#ifndef SG_INTERNAL_H
-#define SG_INTERNAL_H
+#ifndef SG_CORE_H
+#define SG_CORE_H
 
 #include "sgrad.h"
 
@@ -59,27 +62,6 @@ struct sg_tensor {
     /* optimizer bookkeeping for a parameter: owned and freed by the optimizer that set it
      * (parameters must outlive their optimizers) */
     void *optim_state;
-};
-
-/* A backward function receives the node and the (dense, unless the node accepts sparse)
- * gradient of its output, and pushes input gradients with sg__accum_grad. */
-typedef int (*sg__backward_fn)(sg_node *n, sg_tensor *gout);
-
-#define SG__MAX_NODE_INPUTS 4
-
-struct sg_node {
-    sg__backward_fn backward;
-    const char *name;
-    sg_tensor *out;
-    int n_in;
-    sg_tensor *in[SG__MAX_NODE_INPUTS];
-    sg_tensor *saved[2]; /* op-specific saved tensors (e.g. softmax output) */
-    double scalar[2];    /* op-specific scalars */
-    int64_t iarg[4];     /* op-specific integers (dims, flags) */
-    void *extra;         /* op-specific pointer (e.g. an optimizer for fused updates) */
-    bool accepts_sparse_gout; /* else the engine densifies a COO gout first */
-    uint32_t visit;
-    int64_t seq; /* creation order on the tape */
 };
 
 /* ---- arena (src/core/arena.c): bump allocator, reset in O(1), 64-byte aligned */
@@ -144,6 +126,9 @@ void sg__arena_free_all(sg_ctx *ctx);
 size_t sg__arena_capacity(const sg_ctx *ctx);
 
 /* ---- tensor construction (tape tensors unless said) */
+/* Unlinks persistent t from its context and frees it and its buffers (t must no longer be
+ * listed by any higher layer: sg_tensor_free, src/context.c, sees to that). */
+void sg__tensor_destroy(sg_tensor *t);
 /* Dense tape tensor, data uninitialised (zeroed when `zero`). */
 sg_tensor *sg__tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, bool zero);
 sg_tensor *sg__tmp_like(const sg_tensor *t, bool zero); /* dense, t's dtype and shape */
@@ -158,53 +143,16 @@ sg_tensor *sg__coo_wrap(sg_ctx *ctx, int ndim, const int64_t *shape, int sparse_
  * that validate user data and then fill them. */
 sg_tensor *sg__coo_new_persistent(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                                   int sparse_dim, int64_t nnz);
-/* Dense tape copy of t's meaning (COO summed into zeros). */
-sg_tensor *sg__densify(const sg_tensor *t);
 int64_t sg__numel(int ndim, const int64_t *shape);
 bool sg__same_shape(const sg_tensor *a, const sg_tensor *b);
 /* Product of dims [from, to). */
 int64_t sg__prod(const int64_t *shape, int from, int to);
+/* Element i of dense t's data as a double (any dtype). */
+double sg__dense_at(const sg_tensor *t, int64_t i);
+/* SG_OK for a dense float tensor; else records LAYOUT or DTYPE naming fn (NULL: SG_ERR_NULL). */
+int sg__check_float_dense(const sg_tensor *t, const char *fn);
 /* Formats a shape as "(2,3)" into buf. */
 const char *sg__shape_str(const sg_tensor *t, char *buf, size_t n);
-
-/* ---- autograd */
-/* True when the op's output must be recorded: grad enabled and some input requires grad. */
-bool sg__needs_grad(sg_ctx *ctx, int n, sg_tensor *const *in);
-/* Records a node for `out` with inputs in[0..n). Sets out->node and out->requires_grad.
- * Returns NULL (NOMEM recorded) on failure. */
-sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tensor *out,
-                      int n, sg_tensor *const *in);
-/* Adds g (dense or COO, the shape of x) to x's gradient under DESIGN.md's rules:
- * none + g = g (no copy; `owned` says whether g may later be modified in place),
- * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
- * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
-int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
-/* Queues fn(n, arg) to run after the traversal of the current backward has succeeded,
- * in the order queued. For work that must not happen while other nodes may still read
- * what it changes: a fused optimizer update of a table in place. A failed backward drops
- * the queue, so nothing the caller can see changes. */
-typedef int (*sg__deferred_fn)(sg_node *n, sg_tensor *arg);
-int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
-/* Empties the gradient store (and the grads it lists) without dropping the tape. */
-void sg__grads_clear(sg_ctx *ctx);
-static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
-
-/* ---- sparse kernels (src/sparse) used by the core */
-/* Concatenation of two COO tensors of the same shape (tape tensor). */
-sg_tensor *sg__coo_concat(const sg_tensor *a, const sg_tensor *b);
-/* dst += alpha * src without validation (src built by the library). */
-void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha);
-/* The entries of an int32/int64 tensor as an int64 (1, n) tape tensor: a view of idx's
- * buffer for int64 (no copy), a converted copy for int32. (src/sparse/coo.c) */
-sg_tensor *sg__index_row_i64(const sg_tensor *idx);
-
-/* ---- sparse paths of generic ops (src/sparse), recorded on the tape like any op.
- * The dense op entry points (src/ops) call these when an operand is COO. */
-sg_tensor *sg__sparse_add(sg_tensor *a, sg_tensor *b); /* COO + COO -> COO (concat) */
-sg_tensor *sg__sparse_scale(sg_tensor *a, double s);  /* COO * s -> COO */
-sg_tensor *sg__sparse_transpose(sg_tensor *a, int dim0, int dim1); /* 2-D COO -> COO */
-sg_tensor *sg__spmm(sg_tensor *a, sg_tensor *b);      /* COO (M,K) @ dense (K,N) */
-sg_tensor *sg__sparse_sum(sg_tensor *a);              /* COO -> scalar */
 
 /* ---- threads */
 int sg__threads(const sg_ctx *ctx);
@@ -262,12 +210,26 @@ static inline bool sg__is_int(sg_dtype d) { return d == SG_I32 || d == SG_I64; }
         if (!(t)) return NULL;                                 \
     } while (0)
 
-/* ---- optimizer hook used by fused embedding backward (src/optim) */
-/* Applies opt's update to rows idx[0..n) of W with gradient rows g (n, D) (same dtype
- * as W); duplicates are summed before nonlinear updates. */
-int sg__optim_apply_rows(struct sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
-                         const void *g);
-/* True when p is registered with opt (hence a persistent leaf). */
-bool sg__optim_has_param(const struct sg_optim *opt, const sg_tensor *p);
+/* ---- the one parallel loop (src/core/parallel.c) */
+/* Work on items [lo, hi) of a kernel; ud is the kernel's job description. */
+typedef void (*sg__range_fn)(void *ud, int64_t lo, int64_t hi);
+
+/* Runs fn over [0, n) in chunks of `grain` items (the last chunk may be shorter), spread
+ * over the context's threads when there are two chunks or more. Chunk boundaries depend
+ * only on n and grain, never on the thread count, so a kernel whose chunks write disjoint
+ * outputs (or per-chunk partials combined in chunk order) is bitwise deterministic. */
+void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+
+/* The grain policy: about SG__GRAIN elements of work per chunk, so small tensors stay on
+ * one thread and big ones split evenly. */
+#define SG__GRAIN ((int64_t)1 << 15)
+
+/* Items per chunk for a kernel whose item costs about `len` elements of work (a row of
+ * len elements): about SG__GRAIN elements per chunk, at least one item. */
+static inline int64_t sg__row_grain(int64_t len)
+{
+    return len > 0 && len < SG__GRAIN ? SG__GRAIN / len : 1;
+}
+
 
 #endif

@@ -5,7 +5,7 @@
  * that COO tensor from borrowed buffers: the index tensor (int64: no copy) and the
  * incoming gradient, which live until the tape is reset. Index tensors saved by a node must
  * stay alive and unchanged until backward. */
-#include "sparse.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #ifdef _OPENMP
@@ -37,7 +37,7 @@ static bool check_table(const char *op, const sg_tensor *W)
 /* The fused update: W's rows g's indices stepped by the node's optimizer with g's rows. */
 static int embedding_apply_fused(sg_node *n, sg_tensor *g)
 {
-    return sg__optim_apply_rows(n->extra, n->in[0], g->indices->data, g->nnz, g->values->data);
+    return sg__fused_apply_rows(n->extra, n->in[0], g->indices->data, g->nnz, g->values->data);
 }
 
 static int embedding_backward(sg_node *n, sg_tensor *gout)
@@ -155,7 +155,7 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
         return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: max_norm must be finite and >= 0");
     /* The fused update writes W in place instead of giving it a gradient: W must be the
      * tensor that owns the gradient (a leaf requiring grad) and held by the optimizer. */
-    if (o.fused && (W->node || !W->requires_grad || !sg__optim_has_param(o.fused, W)))
+    if (o.fused && (W->node || !W->requires_grad || !sg__fused_has_param(o.fused, W)))
         return sg__fail(ctx, SG_ERR_ARG,
                         "sg_embedding: a fused update needs W to be a leaf that requires grad "
                         "and is a parameter of the optimizer");

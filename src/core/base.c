@@ -1,8 +1,10 @@
-/* Context: allocator hooks with byte accounting, error state, threads, random numbers.
+/* The context's state that every layer uses: allocator hooks with byte accounting, error
+ * state, threads, random numbers. (Its lifecycle, which frees every layer's objects, is
+ * src/context.c.)
  * Invariants: every byte the library holds comes from sg__malloc (counted in bytes_in_use)
  * or from the arena, whose chunks come from sg__malloc too. The last error lives here,
  * never in a global. */
-#include "internal.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +22,6 @@ const char *sg_status_string(int status)
 {
     if (status < 0 || status >= SG_STATUS_COUNT) return "unknown status";
     return status_strings[status];
-}
-
-static void *default_alloc(void *ud, size_t size)
-{
-    (void)ud;
-    return malloc(size);
-}
-
-static void default_free(void *ud, void *p)
-{
-    (void)ud;
-    free(p);
 }
 
 /* Each allocation carries a 16-byte header holding its size, so frees need no size. */
@@ -76,46 +66,6 @@ void sg__free(sg_ctx *ctx, void *ptr)
     memcpy(&size, p, sizeof size);
     ctx->bytes_in_use -= size;
     ctx->alloc.free(ctx->alloc.ud, p);
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
-{
-    sg_ctx_opts o = {0};
-    if (opts) o = *opts;
-    if (!o.allocator.alloc || !o.allocator.free) {
-        o.allocator.alloc = default_alloc;
-        o.allocator.free = default_free;
-        o.allocator.ud = NULL;
-    }
-    sg_ctx *ctx = o.allocator.alloc(o.allocator.ud, sizeof *ctx);
-    if (!ctx) return NULL;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->alloc = o.allocator;
-    ctx->nondeterministic = o.nondeterministic != 0;
-    ctx->grad_enabled = true;
-    sg_ctx_set_threads(ctx, o.threads);
-    uint64_t s = o.seed ? o.seed : 42;
-    for (int i = 0; i < 4; i++) ctx->rng[i] = splitmix64(&s);
-    return ctx;
-}
-
-void sg_ctx_free(sg_ctx *ctx)
-{
-    if (!ctx) return;
-    while (ctx->persistent) sg_tensor_free(ctx->persistent);
-    sg_tape_reset(ctx);
-    sg__arena_free_all(ctx);
-    sg__free(ctx, ctx->store);
-    sg_allocator a = ctx->alloc;
-    a.free(a.ud, ctx);
 }
 
 static void vfail(sg_ctx *ctx, int status, const char *fmt, va_list ap)

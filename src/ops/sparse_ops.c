@@ -17,7 +17,7 @@
  * Threads: kernels that scatter into rows give each thread a contiguous range of
  * destination rows and let it scan every entry (as index-add does), so results are bitwise
  * identical for any thread count. */
-#include "sparse.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #ifdef _OPENMP
@@ -139,17 +139,12 @@ static int add_backward(sg_node *n, sg_tensor *gout)
 }
 
 /* COO + COO of one shape: the concatenation of the entries (no sort); entries meet at the
- * larger sparse_dim. A dense operand makes the sum dense (through sg_to_dense). */
+ * larger sparse_dim. (sg_add densifies a COO operand added to a dense one itself.) */
 sg_tensor *sg__sparse_add(sg_tensor *a, sg_tensor *b)
 {
     if (!a || !b) return NULL;
     sg_ctx *ctx = a->ctx;
     if (!check_same("sg_add", a, b)) return NULL;
-    if (a->layout != SG_COO || b->layout != SG_COO) {
-        sg_tensor *da = a->layout == SG_COO ? sg_to_dense(a) : a;
-        sg_tensor *db = b->layout == SG_COO ? sg_to_dense(b) : b;
-        return da && db ? sg_add(da, db) : NULL;
-    }
     sg_tensor *out = sg__coo_concat(a, b);
     if (!out) return NULL;
     sg_tensor *in[2] = {a, b};

@@ -1,0 +1,80 @@
+/* The autograd layer's private header: tape nodes, recording, the gradient store, the
+ * accumulation rules, deferred (fused) work and the interface through which a fused op
+ * reaches an optimizer. Includes only the layers below (sparse, core).
+ *
+ * Invariant: nodes are appended in creation order, which is a topological order.
+ */
+#ifndef SG_TAPE_H
+#define SG_TAPE_H
+
+#include "sparse/sparse.h"
+
+/* A backward function receives the node and the (dense, unless the node accepts sparse)
+ * gradient of its output, and pushes input gradients with sg__accum_grad. */
+typedef int (*sg__backward_fn)(sg_node *n, sg_tensor *gout);
+
+#define SG__MAX_NODE_INPUTS 4
+
+struct sg_node {
+    sg__backward_fn backward;
+    const char *name;
+    sg_tensor *out;
+    int n_in;
+    sg_tensor *in[SG__MAX_NODE_INPUTS];
+    sg_tensor *saved[2]; /* op-specific saved tensors (e.g. softmax output) */
+    double scalar[2];    /* op-specific scalars */
+    int64_t iarg[4];     /* op-specific integers (dims, flags) */
+    void *extra;         /* op-specific pointer (e.g. an optimizer for fused updates) */
+    bool accepts_sparse_gout; /* else the engine densifies a COO gout first */
+    uint32_t visit;
+    int64_t seq; /* creation order on the tape */
+};
+
+/* True when the op's output must be recorded: grad enabled and some input requires grad. */
+bool sg__needs_grad(sg_ctx *ctx, int n, sg_tensor *const *in);
+/* Records a node for `out` with inputs in[0..n). Sets out->node and out->requires_grad.
+ * Returns NULL (NOMEM recorded) on failure. */
+sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tensor *out,
+                      int n, sg_tensor *const *in);
+/* Adds g (dense or COO, the shape of x) to x's gradient under DESIGN.md's rules:
+ * none + g = g (no copy; `owned` says whether g may later be modified in place),
+ * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
+ * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
+int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
+/* Queues fn(n, arg) to run after the traversal of the current backward has succeeded,
+ * in the order queued. For work that must not happen while other nodes may still read
+ * what it changes: a fused optimizer update of a table in place. A failed backward drops
+ * the queue, so nothing the caller can see changes. */
+typedef int (*sg__deferred_fn)(sg_node *n, sg_tensor *arg);
+int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
+/* Empties the gradient store (and the grads it lists) without dropping the tape. */
+void sg__grads_clear(sg_ctx *ctx);
+static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
+/* Removes leaf t from the gradient store (a tensor being freed). */
+void sg__grads_forget(sg_tensor *t);
+
+/* ---- fused updates: the seam between the ops and the optimizer layer above them.
+ * An op that updates a table in its own backward (embedding, embedding_bag, sgns) is
+ * given an sg_optim; it reaches the optimizer's row kernel through this interface, which
+ * every sg_optim holds as its first member (src/optim/optim.h). So ops call the optimizer
+ * without including a header of a higher layer. */
+typedef struct sg__row_updater {
+    /* Applies opt's update to rows idx[0..n) of W with gradient rows g (n, D) (W's
+     * dtype); duplicates are summed before nonlinear updates. */
+    int (*apply_rows)(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n, const void *g);
+    /* True when p is registered with opt (hence a persistent leaf). */
+    bool (*has_param)(const sg_optim *opt, const sg_tensor *p);
+} sg__row_updater;
+
+static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
+                                       const void *g)
+{
+    return ((const sg__row_updater *)(const void *)opt)->apply_rows(opt, W, idx, n, g);
+}
+
+static inline bool sg__fused_has_param(const sg_optim *opt, const sg_tensor *p)
+{
+    return ((const sg__row_updater *)(const void *)opt)->has_param(opt, p);
+}
+
+#endif

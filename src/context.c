@@ -1,0 +1,65 @@
+/* The context's lifecycle and the freeing of persistent tensors. It sits above every
+ * layer because freeing must unlink an object from all of them (the gradient store, the
+ * tape, the arena). Invariant: after sg_ctx_free nothing the context handed out is live. */
+#include "optim/optim.h"
+
+#include <stdlib.h>
+
+static void *default_alloc(void *ud, size_t size)
+{
+    (void)ud;
+    return malloc(size);
+}
+
+static void default_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
+{
+    sg_ctx_opts o = {0};
+    if (opts) o = *opts;
+    if (!o.allocator.alloc || !o.allocator.free) {
+        o.allocator.alloc = default_alloc;
+        o.allocator.free = default_free;
+        o.allocator.ud = NULL;
+    }
+    sg_ctx *ctx = o.allocator.alloc(o.allocator.ud, sizeof *ctx);
+    if (!ctx) return NULL;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->alloc = o.allocator;
+    ctx->nondeterministic = o.nondeterministic != 0;
+    ctx->grad_enabled = true;
+    sg_ctx_set_threads(ctx, o.threads);
+    uint64_t s = o.seed ? o.seed : 42;
+    for (int i = 0; i < 4; i++) ctx->rng[i] = splitmix64(&s);
+    return ctx;
+}
+
+void sg_ctx_free(sg_ctx *ctx)
+{
+    if (!ctx) return;
+    while (ctx->persistent) sg_tensor_free(ctx->persistent);
+    sg_tape_reset(ctx);
+    sg__arena_free_all(ctx);
+    sg__free(ctx, ctx->store);
+    sg_allocator a = ctx->alloc;
+    a.free(a.ud, ctx);
+}
+
+void sg_tensor_free(sg_tensor *t)
+{
+    if (!t || !t->persistent) return;
+    if (t->in_store) sg__grads_forget(t);
+    sg__tensor_destroy(t);
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fails when a library file includes the private header of a higher layer (the order is
+# src/README.md's), or a private header that belongs to no layer. It first checks itself
+# on a planted upward include, so a checker that cannot fail does not pass.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+# rank of a path relative to src/ (a file's own layer, or an included header's)
+rank() {
+    case "$1" in
+    core/*) echo 0 ;; sparse/*) echo 1 ;; autograd/*) echo 2 ;; ops/*) echo 3 ;;
+    optim/*) echo 4 ;; io/*) echo 5 ;; dist/*) echo 6 ;; context.c) echo 7 ;;
+    *) echo -1 ;;
+    esac
+}
+
+# check SRC_DIR: prints each violation, returns 1 if there was one
+check() {
+    local src=$1 bad=0 f rel own inc r
+    while IFS= read -r f; do
+        rel=${f#"$src"/}
+        own=$(rank "$rel")
+        if [ "$own" -lt 0 ]; then echo "layers: $rel is in no layer (see src/README.md)"; bad=1; continue; fi
+        while IFS= read -r inc; do
+            [ "$inc" = sgrad.h ] && continue
+            r=$(rank "$inc")
+            if [ "$r" -lt 0 ]; then
+                echo "layers: $rel includes \"$inc\", which is no layer's private header"; bad=1
+            elif [ "$r" -gt "$own" ]; then
+                echo "layers: $rel (rank $own) includes \"$inc\" of a higher layer (rank $r)"; bad=1
+            fi
+        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done < <(find "$src" -name '*.[ch]' ! -path '*/README*' | sort)
+    return $bad
+}
+
+# self-test: a planted sparse -> ops include must be caught
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/sparse" "$tmp/ops"
+printf '#include "ops/ops.h"\n' > "$tmp/sparse/bad.c"
+printf '#include "sparse/sparse.h"\n' > "$tmp/ops/ok.c"
+if check "$tmp" >/dev/null; then echo "layers: the checker missed a planted upward include"; exit 1; fi
+
+check "$here/src"
+echo "layers: $(find "$here/src" -name '*.[ch]' | wc -l) files, no upward include"
