@@ -23,6 +23,16 @@
 extern "C" {
 #endif
 
+/* SG_API marks the functions the shared library exports; the library is built with
+ * hidden visibility, so nothing else (no internal sg__ name) is exported. */
+#if defined(_WIN32) && defined(SG_BUILDING_SHARED)
+#define SG_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SG_API __attribute__((visibility("default")))
+#else
+#define SG_API
+#endif
+
 #define SG_VERSION_MAJOR 0
 #define SG_VERSION_MINOR 1
 #define SG_MAX_DIMS 4
@@ -53,7 +63,7 @@ typedef enum {
 } sg_status;
 
 /* A static string for a status code; "unknown status" for codes outside the list. */
-const char *sg_status_string(int status);
+SG_API const char *sg_status_string(int status);
 
 /* ---------------------------------------------------------------- context */
 
@@ -77,16 +87,16 @@ typedef struct {
 
 /* A new context; opts NULL gives the defaults above. Returns NULL only if the first
  * allocation fails. */
-sg_ctx *sg_ctx_new(const sg_ctx_opts *opts);
+SG_API sg_ctx *sg_ctx_new(const sg_ctx_opts *opts);
 /* Frees the context, its tape and every persistent tensor still alive. NULL: no-op. */
-void sg_ctx_free(sg_ctx *ctx);
+SG_API void sg_ctx_free(sg_ctx *ctx);
 
-int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK if none */
-const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
-void sg_ctx_clear_error(sg_ctx *ctx);
-int sg_ctx_threads(const sg_ctx *ctx);
-void sg_ctx_set_threads(sg_ctx *ctx, int threads); /* <= 0: all available */
-int sg_ctx_deterministic(const sg_ctx *ctx);
+SG_API int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK if none */
+SG_API const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
+SG_API void sg_ctx_clear_error(sg_ctx *ctx);
+SG_API int sg_ctx_threads(const sg_ctx *ctx);
+SG_API void sg_ctx_set_threads(sg_ctx *ctx, int threads); /* <= 0: all available */
+SG_API int sg_ctx_deterministic(const sg_ctx *ctx);
 
 /* Bytes currently obtained from the allocator, and the most ever held at once since the
  * context was made or since the last sg_ctx_reset_peak. */
@@ -95,12 +105,12 @@ typedef struct {
     size_t peak_bytes;
     size_t arena_bytes; /* capacity of the step arena */
 } sg_mem_stats;
-sg_mem_stats sg_ctx_mem_stats(const sg_ctx *ctx);
-void sg_ctx_reset_peak(sg_ctx *ctx);
+SG_API sg_mem_stats sg_ctx_mem_stats(const sg_ctx *ctx);
+SG_API void sg_ctx_reset_peak(sg_ctx *ctx);
 
 /* Random numbers from the context's generator (xoshiro256**; deterministic per seed). */
-uint64_t sg_rand_u64(sg_ctx *ctx);
-double sg_rand_uniform(sg_ctx *ctx); /* in [0, 1) */
+SG_API uint64_t sg_rand_u64(sg_ctx *ctx);
+SG_API double sg_rand_uniform(sg_ctx *ctx); /* in [0, 1) */
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -111,43 +121,43 @@ typedef struct sg_tensor sg_tensor;
 
 /* Persistent dense tensor of zeros, owned by the caller until sg_tensor_free (or the
  * context's end). ndim in 0..SG_MAX_DIMS; every dimension >= 0. */
-sg_tensor *sg_tensor_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
+SG_API sg_tensor *sg_tensor_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
 /* Same, with data copied from `data` (numel elements of dtype). */
-sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+SG_API sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                                const void *data);
 /* A tape tensor of zeros: lives in the step arena until sg_tape_reset (no malloc in a
  * steady-state step). For per-step inputs such as index batches. */
-sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
+SG_API sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
 /* Frees a persistent tensor (and its gradient state). NULL or a tape tensor: no-op. */
-void sg_tensor_free(sg_tensor *t);
+SG_API void sg_tensor_free(sg_tensor *t);
 
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
  * (SG_ERR_DTYPE) for integer tensors, (SG_ERR_ARG) for non-leaf tensors. */
-sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad);
-int sg_tensor_get_requires_grad(const sg_tensor *t);
+SG_API sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad);
+SG_API int sg_tensor_get_requires_grad(const sg_tensor *t);
 
-sg_ctx *sg_tensor_ctx(const sg_tensor *t);
-sg_dtype sg_tensor_dtype(const sg_tensor *t);
-sg_layout sg_tensor_layout(const sg_tensor *t);
-int sg_tensor_ndim(const sg_tensor *t);
-int64_t sg_tensor_dim(const sg_tensor *t, int i); /* negative i counts from the end */
-const int64_t *sg_tensor_shape(const sg_tensor *t);
-int64_t sg_tensor_numel(const sg_tensor *t); /* elements of the dense meaning */
+SG_API sg_ctx *sg_tensor_ctx(const sg_tensor *t);
+SG_API sg_dtype sg_tensor_dtype(const sg_tensor *t);
+SG_API sg_layout sg_tensor_layout(const sg_tensor *t);
+SG_API int sg_tensor_ndim(const sg_tensor *t);
+SG_API int64_t sg_tensor_dim(const sg_tensor *t, int i); /* negative i counts from the end */
+SG_API const int64_t *sg_tensor_shape(const sg_tensor *t);
+SG_API int64_t sg_tensor_numel(const sg_tensor *t); /* elements of the dense meaning */
 /* Dense data pointer (row-major), NULL for COO tensors. */
-void *sg_tensor_data(sg_tensor *t);
-float *sg_tensor_f32(sg_tensor *t);  /* NULL unless dense f32 */
-double *sg_tensor_f64(sg_tensor *t); /* NULL unless dense f64 */
-size_t sg_dtype_size(sg_dtype dtype);
+SG_API void *sg_tensor_data(sg_tensor *t);
+SG_API float *sg_tensor_f32(sg_tensor *t);  /* NULL unless dense f32 */
+SG_API double *sg_tensor_f64(sg_tensor *t); /* NULL unless dense f64 */
+SG_API size_t sg_dtype_size(sg_dtype dtype);
 
 /* Element i (flat, of the dense meaning) as double; COO tensors sum their duplicates.
  * For tests and small tensors, not hot paths. */
-double sg_tensor_get(const sg_tensor *t, int64_t i);
+SG_API double sg_tensor_get(const sg_tensor *t, int64_t i);
 /* Fills a dense float tensor: sg_tensor_fill sets every element; sg_tensor_fill_uniform
  * draws from U[lo, hi) with the context's generator. Return SG_OK or an error code. */
-int sg_tensor_fill(sg_tensor *t, double value);
-int sg_tensor_fill_uniform(sg_tensor *t, double lo, double hi);
+SG_API int sg_tensor_fill(sg_tensor *t, double value);
+SG_API int sg_tensor_fill_uniform(sg_tensor *t, double lo, double hi);
 /* Copies src's dense meaning into dense dst of the same shape (dtype converted). */
-int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
+SG_API int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
 
 /* ---------------------------------------------------------------- sparse (COO) tensors */
 
@@ -159,16 +169,16 @@ int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
 /* Validating constructor for user data: copies indices and values into a persistent COO
  * tensor. Errors: SG_ERR_INDEX for an index < 0 or >= its dimension, SG_ERR_SHAPE,
  * SG_ERR_DTYPE (values must be f32 or f64). */
-sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+SG_API sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                       int sparse_dim, int64_t nnz, const int64_t *indices, const void *values);
-int sg_coo_sparse_dim(const sg_tensor *t);
-int sg_coo_dense_dim(const sg_tensor *t);
-int64_t sg_coo_nnz(const sg_tensor *t);
-int sg_coo_is_coalesced(const sg_tensor *t);
+SG_API int sg_coo_sparse_dim(const sg_tensor *t);
+SG_API int sg_coo_dense_dim(const sg_tensor *t);
+SG_API int64_t sg_coo_nnz(const sg_tensor *t);
+SG_API int sg_coo_is_coalesced(const sg_tensor *t);
 /* Borrowed views of a COO tensor's parts: indices (sparse_dim, nnz) int64, values
  * (nnz, dense dims...). Valid as long as the tensor. */
-sg_tensor *sg_coo_indices(sg_tensor *t);
-sg_tensor *sg_coo_values(sg_tensor *t);
+SG_API sg_tensor *sg_coo_indices(sg_tensor *t);
+SG_API sg_tensor *sg_coo_values(sg_tensor *t);
 
 /* Out-of-place coalesce: sorts by index (LSD radix sort) and sums duplicates, in their
  * original order (bitwise identical for any thread count). Returns a tape tensor, or t
@@ -178,40 +188,40 @@ sg_tensor *sg_coo_values(sg_tensor *t);
  * history) or a detached copy depends only on t's flag. For a differentiable path use
  * sg_to_dense, or sg_sparse_mask for a sparse result. Scratch: 16 bytes per entry (32
  * when the rows or nnz exceed 2^32) from the step arena. SG_ERR_LAYOUT for dense t. */
-sg_tensor *sg_coalesce(sg_tensor *t);
+SG_API sg_tensor *sg_coalesce(sg_tensor *t);
 /* dst += src for dense dst and COO src of the same shape: an index-add that needs no sort.
  * Parallel over destination rows; bitwise identical for any thread count. Validates src's
  * indices first and changes nothing on error. Not recorded on the tape. Errors:
  * SG_ERR_NULL, SG_ERR_LAYOUT, SG_ERR_DTYPE (one float dtype), SG_ERR_SHAPE, SG_ERR_INDEX. */
-int sg_index_add_(sg_tensor *dst, const sg_tensor *src);
+SG_API int sg_index_add_(sg_tensor *dst, const sg_tensor *src);
 /* dst += alpha * src, same rules as sg_index_add_; SG_ERR_VALUE for a non-finite alpha. */
-int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alpha);
+SG_API int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alpha);
 
 /* ---------------------------------------------------------------- autograd */
 
 /* Backward from a scalar (numel 1) loss: seeds d loss = 1. Visits only the nodes reachable
  * from loss; gradients of leaves that require grad go to the gradient store, accumulating
  * with what is already there. */
-int sg_backward(sg_tensor *loss);
+SG_API int sg_backward(sg_tensor *loss);
 /* Backward from any output with a given incoming gradient of the same shape (dense or COO). */
-int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
+SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 
 /* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
  * same dense array), or NULL if none reached t. Owned by the tape; a later backward that
  * adds to t's gradient may change or replace it, so ask again after each backward. */
-sg_tensor *sg_tensor_grad(const sg_tensor *t);
+SG_API sg_tensor *sg_tensor_grad(const sg_tensor *t);
 /* The gradient store lists only the leaves that received a gradient, in the order they got
  * it: iteration is O(leaves with gradients). */
-int64_t sg_grads_count(const sg_ctx *ctx);
-sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i);
+SG_API int64_t sg_grads_count(const sg_ctx *ctx);
+SG_API sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i);
 
 /* Drops the tape: every tape tensor, every node and every stored gradient. O(1) in the
  * tape's size (plus O(leaves with gradients)); keeps the arena's memory for the next step. */
-void sg_tape_reset(sg_ctx *ctx);
+SG_API void sg_tape_reset(sg_ctx *ctx);
 /* While disabled, ops record nothing (inference). Returns the previous setting. */
-int sg_set_grad_enabled(sg_ctx *ctx, int enabled);
+SG_API int sg_set_grad_enabled(sg_ctx *ctx, int enabled);
 /* Number of nodes on the tape now. */
-int64_t sg_tape_nodes(const sg_ctx *ctx);
+SG_API int64_t sg_tape_nodes(const sg_ctx *ctx);
 
 /* ---------------------------------------------------------------- dense ops */
 /* Every op has a backward. Binary ops need equal dtypes and broadcast like numpy
@@ -226,38 +236,38 @@ int64_t sg_tape_nodes(const sg_ctx *ctx);
 
 /* add also takes COO operands of equal shapes: COO + COO is a COO concatenation, COO +
  * dense is dense. */
-sg_tensor *sg_add(sg_tensor *a, sg_tensor *b);
-sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
-sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
-sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
-sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
+SG_API sg_tensor *sg_add(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
 /* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense. */
-sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
-sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
-sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */
-sg_tensor *sg_sum_dim(sg_tensor *a, int dim, int keepdim);
-sg_tensor *sg_mean_dim(sg_tensor *a, int dim, int keepdim);
-sg_tensor *sg_relu(sg_tensor *a);
-sg_tensor *sg_sigmoid(sg_tensor *a);
-sg_tensor *sg_tanh(sg_tensor *a);
-sg_tensor *sg_exp(sg_tensor *a);
-sg_tensor *sg_log(sg_tensor *a);
-sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
-sg_tensor *sg_softmax(sg_tensor *a, int dim);
-sg_tensor *sg_log_softmax(sg_tensor *a, int dim);
+SG_API sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
+SG_API sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */
+SG_API sg_tensor *sg_sum_dim(sg_tensor *a, int dim, int keepdim);
+SG_API sg_tensor *sg_mean_dim(sg_tensor *a, int dim, int keepdim);
+SG_API sg_tensor *sg_relu(sg_tensor *a);
+SG_API sg_tensor *sg_sigmoid(sg_tensor *a);
+SG_API sg_tensor *sg_tanh(sg_tensor *a);
+SG_API sg_tensor *sg_exp(sg_tensor *a);
+SG_API sg_tensor *sg_log(sg_tensor *a);
+SG_API sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
+SG_API sg_tensor *sg_softmax(sg_tensor *a, int dim);
+SG_API sg_tensor *sg_log_softmax(sg_tensor *a, int dim);
 /* logits (N,C), targets (N) int32/int64 in [0,C) -> mean over N of -log_softmax[target].
  * targets must stay alive and unchanged until the backward. */
-sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
+SG_API sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
 /* logits and targets of one shape (targets float in [0,1]) -> mean BCE, stable. */
-sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
+SG_API sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
 /* (N,D) . (N,D) -> (N): row-wise dot products. */
-sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b);
 /* Views and copies. reshape: same numel, one dim may be -1; a view (no copy). */
-sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);
+SG_API sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);
 /* Swaps two dims; a contiguous copy for dense a; 2-D COO a gives a COO result. */
-sg_tensor *sg_transpose(sg_tensor *a, int dim0, int dim1);
+SG_API sg_tensor *sg_transpose(sg_tensor *a, int dim0, int dim1);
 /* Concatenates n tensors along dim 0 (other dims equal). */
-sg_tensor *sg_concat(int n, sg_tensor *const *ts);
+SG_API sg_tensor *sg_concat(int n, sg_tensor *const *ts);
 
 /* ---------------------------------------------------------------- sparse-gradient ops */
 
@@ -283,7 +293,7 @@ typedef struct {
  * max_norm writes anything), SG_ERR_ARG (padding_idx outside [0,V) and not -1, max_norm
  * negative or not finite, fused with a W that is not a parameter of that optimizer
  * requiring grad). */
-sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
+SG_API sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
 
 typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
 /* W (V,D), idx (N) flat, offsets (B) start of each bag (non-decreasing, offsets[0] == 0),
@@ -294,17 +304,17 @@ typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
  * and unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX
  * (idx outside [0,V), offsets outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
  * mode, unknown mode), SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
-sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
+SG_API sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
                             sg_bag_mode mode, sg_tensor *per_sample_weights);
 /* Rows idx (K) of x along dim (dim 0: sparse gradient for x) -> x's shape with dim = K.
  * x dense float; idx 1-D int32/int64 in [0, x's dim). dim 0: x's gradient is COO with rows
  * idx and the incoming gradient as values (no copy); other dims: a dense gradient.
  * Errors: SG_ERR_INDEX, SG_ERR_ARG (dim), SG_ERR_SHAPE, SG_ERR_LAYOUT, SG_ERR_DTYPE. */
-sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx);
+SG_API sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx);
 /* Rows [start, end) of x's leading dimension: a view; x's gradient is sparse (COO rows
  * [start, end) whose values are the incoming gradient). x dense, ndim >= 1; SG_ERR_INDEX
  * unless 0 <= start <= end <= x's first dim. */
-sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end);
+SG_API sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end);
 
 /* COO and its backward.
  * Sparse means dense: every op on COO tensors (these and the COO paths of sg_add, sg_scale,
@@ -318,17 +328,17 @@ sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end);
  *
  * COO -> dense (dense x: x itself). Backward is non-masked: the full incoming gradient
  * flows to x, unspecified elements included. */
-sg_tensor *sg_to_dense(sg_tensor *x);
+SG_API sg_tensor *sg_to_dense(sg_tensor *x);
 /* Dense -> COO with the given sparse_dim (1..ndim, else SG_ERR_ARG), keeping the nonzero
  * (sub)rows, coalesced; a COO x of that sparse_dim is returned as is (of another:
  * SG_ERR_LAYOUT). Backward: the incoming gradient flows to x unchanged. */
-sg_tensor *sg_to_sparse(sg_tensor *x, int sparse_dim);
+SG_API sg_tensor *sg_to_sparse(sg_tensor *x, int sparse_dim);
 /* x (dense or COO) restricted to mask's (COO) pattern: a COO result with mask's indices
  * and x's values there. Backward restricts the gradient to the pattern (masked). The
  * pattern is mask's coalesced indices (a position named twice counts once; mask's values
  * are ignored); a COO x needs a sparse_dim <= mask's. x's gradient is COO on the pattern,
  * O(pattern). Errors: SG_ERR_LAYOUT, SG_ERR_SHAPE, SG_ERR_DTYPE. */
-sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
+SG_API sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
 
 /* ---------------------------------------------------------------- word2vec loss */
 
@@ -353,7 +363,7 @@ typedef struct {
  * Errors: SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_INDEX (a target out of range),
  * SG_ERR_VALUE (fused_sgd_lr negative or not finite), SG_ERR_ARG (fused_sgd_lr > 0 with a
  * W that is not a leaf requiring grad). */
-sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
+SG_API sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
                         const sg_sgns_opts *opts);
 
 /* ---------------------------------------------------------------- gradcheck */
@@ -382,7 +392,7 @@ typedef struct {
  * finite differences for every input that requires grad; inputs must be persistent f64
  * tensors (dense or COO). Resets the tape. Returns SG_OK if all match within
  * atol + rtol * |numerical|, SG_ERR_GRADCHECK if not (details in res), or another error. */
-int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
+SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
                  sg_tensor *const *inputs, const sg_gradcheck_opts *opts,
                  sg_gradcheck_result *res);
 
@@ -485,10 +495,10 @@ typedef struct {
  * "last_step" (rows, int64, with momentum or weight decay); Adagrad "sum" (param's shape);
  * row-wise Adagrad "sum" (rows); Adam "exp_avg", "exp_avg_sq" (param's shape); LazyAdam
  * the same plus "row_step" (rows, int64); every optimizer "step" ((), int64). */
-sg_optim *sg_optim_sgd(sg_ctx *ctx, const sg_sgd_opts *opts);
-sg_optim *sg_optim_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
-sg_optim *sg_optim_rowwise_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
-sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
+SG_API sg_optim *sg_optim_sgd(sg_ctx *ctx, const sg_sgd_opts *opts);
+SG_API sg_optim *sg_optim_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
+SG_API sg_optim *sg_optim_rowwise_adagrad(sg_ctx *ctx, const sg_adagrad_opts *opts);
+SG_API sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* LazyAdam, for sparse gradients: only the rows a gradient names step, each row counts its
  * own steps ("row_step") and its bias correction uses that count. It differs from dense
  * Adam in that an untouched row does not move (dense Adam keeps moving it along its
@@ -496,24 +506,24 @@ sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
  * step 1000 gets the full bias correction of a first step (implementations that use the
  * global step for every row shrink its first updates). Weight decay applies to touched rows
  * only. With a dense gradient every row is touched and LazyAdam equals Adam. */
-sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
+SG_API sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* Frees the optimizer and its state tensors and detaches its parameters. NULL: no-op. */
-void sg_optim_free(sg_optim *opt);
+SG_API void sg_optim_free(sg_optim *opt);
 
 /* Registers a persistent dense f32/f64 parameter and allocates its state (zeros; Adagrad's
  * accumulators at initial_accumulator). SG_ERR_STATE if param already belongs to an
  * optimizer (this one included), SG_ERR_LAYOUT / SG_ERR_DTYPE / SG_ERR_ARG for a COO,
  * integer or tape tensor. O(1) in the number of parameters. */
-int sg_optim_add_param(sg_optim *opt, sg_tensor *param);
-int64_t sg_optim_param_count(const sg_optim *opt);
-sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i); /* NULL if out of range */
+SG_API int sg_optim_add_param(sg_optim *opt, sg_tensor *param);
+SG_API int64_t sg_optim_param_count(const sg_optim *opt);
+SG_API sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i); /* NULL if out of range */
 
 /* One step over the gradient store (see the section's head). Parameters in the store that
  * are not registered with opt are skipped. Returns SG_OK or an error code. */
-int sg_optim_step(sg_optim *opt);
+SG_API int sg_optim_step(sg_optim *opt);
 /* Brings every row of every parameter up to date (exact lazy SGD); O(rows of the
  * parameters that have rows behind). A no-op for the other optimizers. */
-int sg_optim_flush(sg_optim *opt);
+SG_API int sg_optim_flush(sg_optim *opt);
 
 /* Learning-rate schedules: the learning rate of step t (t >= 1) from the base lr. */
 typedef double (*sg_lr_fn)(void *ud, int64_t step, double base_lr);
@@ -530,18 +540,18 @@ typedef struct {
     void *ud;
 } sg_lr_schedule;
 /* sched NULL: constant. */
-int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched);
-int sg_optim_set_lr(sg_optim *opt, double base_lr);
+SG_API int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched);
+SG_API int sg_optim_set_lr(sg_optim *opt, double base_lr);
 /* The learning rate the next step will use; NaN if opt is NULL or the schedule fails. */
-double sg_optim_lr(const sg_optim *opt);
+SG_API double sg_optim_lr(const sg_optim *opt);
 /* Steps taken (the next step is number steps + 1); set it when restoring a checkpoint. */
-int64_t sg_optim_steps(const sg_optim *opt);
-int sg_optim_set_steps(sg_optim *opt, int64_t steps);
+SG_API int64_t sg_optim_steps(const sg_optim *opt);
+SG_API int sg_optim_set_steps(sg_optim *opt, int64_t steps);
 
 /* Number of state tensors kept for param (0 if param is not registered with opt) and the
  * i-th of them with its name (borrowed, valid until sg_optim_free); NULL if out of range. */
-int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param);
-sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,
+SG_API int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param);
+SG_API sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,
                           const char **name);
 
 /* Clipping over every gradient in ctx's store (dense and COO), applied in place of the
@@ -552,8 +562,8 @@ sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,
  * Returns SG_ERR_ARG for max_norm < 0 or NaN, SG_ERR_VALUE (gradients unchanged) if the
  * total is not finite. sg_clip_grad_value: every element clamped to [-clip, clip]
  * (clip >= 0). */
-int sg_clip_grad_norm(sg_ctx *ctx, double max_norm, double *total_norm);
-int sg_clip_grad_value(sg_ctx *ctx, double clip);
+SG_API int sg_clip_grad_norm(sg_ctx *ctx, double max_norm, double *total_norm);
+SG_API int sg_clip_grad_value(sg_ctx *ctx, double clip);
 
 /* ---------------------------------------------------------------- io: word vectors */
 /* word2vec's two file formats. Both open with a text line "V D". Text: then V lines
@@ -568,7 +578,7 @@ typedef struct sg_wordvec sg_wordvec;
  * so f32 values read back exactly. Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT,
  * SG_ERR_DTYPE, SG_ERR_SHAPE (table not 2-D), SG_ERR_ARG (an empty word or one with
  * whitespace; checked before the file is opened), SG_ERR_IO; recorded on table's ctx. */
-int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
+SG_API int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
                      int binary);
 /* Reads a file in word2vec's text (binary 0) or binary (1) format, or either (-1: told
  * apart by the first record). Returns a new sg_wordvec (free it with sg_wordvec_free), or
@@ -578,17 +588,17 @@ int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const
  * records fails before the table is allocated, and when the size cannot be known (a
  * pipe) the table grows as records are read. Detection (-1) needs a seekable file: on a
  * pipe it fails with SG_ERR_ARG before reading any record (give 0 or 1 there). */
-sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
+SG_API sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
 /* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
-void sg_wordvec_free(sg_wordvec *wv);
-int64_t sg_wordvec_count(const sg_wordvec *wv); /* V */
-int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D */
+SG_API void sg_wordvec_free(sg_wordvec *wv);
+SG_API int64_t sg_wordvec_count(const sg_wordvec *wv); /* V */
+SG_API int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D */
 /* Word i (0-based, file order), or NULL when i is out of range. Owned by wv. */
-const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
+SG_API const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
 /* The (V,D) f32 vectors: a persistent tensor owned by wv (do not sg_tensor_free it). */
-sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv);
+SG_API sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv);
 /* Row of `word`, or -1 if it is absent. O(1) on average (hash table). */
-int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
+SG_API int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
 
 #ifdef __cplusplus
 }
