@@ -25,9 +25,7 @@ extern "C" {
 
 /* SG_API marks the functions the shared library exports; the library is built with
  * hidden visibility, so nothing else (no internal sg__ name) is exported. */
-#if defined(_WIN32) && defined(SG_BUILDING_SHARED)
-#define SG_API __declspec(dllexport)
-#elif defined(__GNUC__)
+#if defined(__GNUC__)
 #define SG_API __attribute__((visibility("default")))
 #else
 #define SG_API
