@@ -1,6 +1,6 @@
-/* The context's lifecycle and the freeing of persistent tensors. It sits above every
- * layer because freeing must unlink an object from all of them (the gradient store, the
- * tape, the arena). Invariant: after sg_ctx_free nothing the context handed out is live. */
+/* The context's lifecycle. It sits above every layer because freeing the context must
+ * release what each of them holds (persistent tensors, the tape, the arena, the gradient
+ * store). Invariant: after sg_ctx_free nothing the context handed out is live. */
 #include "optim/optim.h"
 
 #include <stdlib.h>
@@ -55,11 +55,4 @@ void sg_ctx_free(sg_ctx *ctx)
     sg__free(ctx, ctx->store);
     sg_allocator a = ctx->alloc;
     a.free(a.ud, ctx);
-}
-
-void sg_tensor_free(sg_tensor *t)
-{
-    if (!t || !t->persistent) return;
-    if (t->in_store) sg__grads_forget(t);
-    sg__tensor_destroy(t);
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fails when a library file includes the private header of a higher layer (the order is
-# src/README.md's), or a private header that belongs to no layer. It first checks itself
-# on a planted upward include, so a checker that cannot fail does not pass.
+# src/README.md's), or a private header that belongs to no layer; and, given a build
+# directory, when an object file calls a function defined in a higher layer (a public sg_
+# function is declared to every layer by sgrad.h, so only the symbols show such a call).
+# It first checks itself on a planted upward include, so a checker that cannot fail does
+# not pass.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -44,3 +47,24 @@ if check "$tmp" >/dev/null; then echo "layers: the checker missed a planted upwa
 
 check "$here/src"
 echo "layers: $(find "$here/src" -name '*.[ch]' | wc -l) files, no upward include"
+
+objdir=${1:+$1/CMakeFiles/sgrad_objects.dir/src}
+if [ -n "$objdir" ] && [ -d "$objdir" ] && command -v nm >/dev/null; then
+    : >"$tmp/defs"
+    : >"$tmp/uses"
+    while IFS= read -r o; do
+        rel=${o#"$objdir"/}
+        rel=${rel%.o}
+        r=$(rank "$rel")
+        nm --defined-only "$o" | awk -v r="$r" '$2 ~ /^[TDBR]$/ {print $3, r}' >>"$tmp/defs"
+        nm -u "$o" | awk -v r="$r" -v f="$rel" '$2 ~ /^sg_/ {print $2, r, f}' >>"$tmp/uses"
+    done < <(find "$objdir" -name '*.o' | sort)
+    if ! awk 'NR == FNR { rank[$1] = $2; next }
+              ($1 in rank) && rank[$1] > $2 {
+                  printf "layers: %s (rank %d) calls %s, defined in rank %d\n", $3, $2, $1, rank[$1]; bad = 1 }
+              END { exit bad }' "$tmp/defs" "$tmp/uses"; then
+        exit 1
+    fi
+    echo "layers: $(wc -l <"$tmp/uses") calls between object files, none upward"
+fi
+echo "1 passed, 0 failed"

@@ -93,7 +93,7 @@ void sg__grads_clear(sg_ctx *ctx)
     ctx->store_len = 0;
 }
 
-void sg__grads_forget(sg_tensor *t)
+static void grads_forget(sg_tensor *t)
 {
     sg_ctx *ctx = t->ctx;
     for (int64_t i = 0; i < ctx->store_len; i++) {
@@ -103,6 +103,15 @@ void sg__grads_forget(sg_tensor *t)
         t->in_store = false;
         return;
     }
+}
+
+/* Freeing a persistent tensor unlinks it from the gradient store first (this layer's),
+ * then the core releases it. */
+void sg_tensor_free(sg_tensor *t)
+{
+    if (!t || !t->persistent) return;
+    if (t->in_store) grads_forget(t);
+    sg__tensor_destroy(t);
 }
 
 int64_t sg_grads_count(const sg_ctx *ctx) { return ctx ? ctx->store_len : 0; }

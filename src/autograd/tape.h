@@ -50,8 +50,6 @@ int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
 /* Empties the gradient store (and the grads it lists) without dropping the tape. */
 void sg__grads_clear(sg_ctx *ctx);
 static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
-/* Removes leaf t from the gradient store (a tensor being freed). */
-void sg__grads_forget(sg_tensor *t);
 
 /* ---- fused updates: the seam between the ops and the optimizer layer above them.
  * An op that updates a table in its own backward (embedding, embedding_bag, sgns) is

@@ -126,8 +126,8 @@ void sg__arena_free_all(sg_ctx *ctx);
 size_t sg__arena_capacity(const sg_ctx *ctx);
 
 /* ---- tensor construction (tape tensors unless said) */
-/* Unlinks persistent t from its context and frees it and its buffers (t must no longer be
- * listed by any higher layer: sg_tensor_free, src/context.c, sees to that). */
+/* Unlinks persistent t from its context and frees it and its buffers. t must no longer be
+ * listed by any higher layer: sg_tensor_free (src/autograd/tape.c) sees to that. */
 void sg__tensor_destroy(sg_tensor *t);
 /* Dense tape tensor, data uninitialised (zeroed when `zero`). */
 sg_tensor *sg__tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, bool zero);
