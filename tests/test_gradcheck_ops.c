@@ -3,8 +3,9 @@
  * against central differences, in f64) on small random inputs, dense and, where the op
  * takes them, COO. The run fails when a listed op has no case, when a case records a tape
  * node whose name is not in the list, when a check does not record its own op's node, and
- * when some node name of an op (its COO path, say) is recorded by none of its checks.
- * Forward values are tested in the op areas' own files. */
+ * when some node name of an op (its COO path, say) is recorded by none of its checks; and
+ * when include/sgrad.h declares a function returning a tensor that is neither listed nor
+ * known to record no node. Forward values are tested in the op areas' own files. */
 #include "autograd/tape.h" /* sg_node and tensor->node: the tape walk */
 #define TU_SEED 0x94D049BB133111EBull
 #include "testutil.h"
@@ -218,7 +219,8 @@ typedef struct {
     int dim, dim1, keepdim, n, sparse_dim;
     double s;
     int64_t start, end;
-    sg_tensor *idx, *idx2, *mask, *mask2;
+    sg_tensor *idx, *idx2, *offsets; /* idx2: a second index tensor */
+    sg_tensor *mask, *mask2;
     sg_embedding_opts emb;
     sg_bag_mode mode;
     bool weighted;
@@ -227,7 +229,7 @@ typedef struct {
 /* The two ops whose signatures are changing elsewhere: each is called here only. */
 static sg_tensor *call_embedding_bag(sg_tensor *W, const args *a, sg_tensor *per_sample_weights)
 {
-    return sg_embedding_bag(W, a->idx, a->idx2, a->mode, per_sample_weights);
+    return sg_embedding_bag(W, a->idx, a->offsets, a->mode, per_sample_weights);
 }
 static sg_tensor *call_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets)
 {
@@ -237,116 +239,45 @@ static sg_tensor *call_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets)
 #define ARGS ((const args *)ud)
 /* A check's args inline (the parentheses keep their commas inside one macro argument). */
 #define ARG(...) (&(args){__VA_ARGS__})
-#define UNUSED_CTX (void)ctx
+/* A function under test (sg_gradcheck_fn) whose result is the expression given. */
+#define CHECKED_FN(name, ...)                                                    \
+    static sg_tensor *name(sg_ctx *ctx, sg_tensor *const *in, void *ud)          \
+    {                                                                            \
+        (void)ctx, (void)ud;                                                     \
+        return __VA_ARGS__;                                                      \
+    }
 
-static sg_tensor *f_unary(sg_ctx *ctx, sg_tensor *const *in, void *ud) { UNUSED_CTX; return ARGS->un(in[0]); }
-static sg_tensor *f_binary(sg_ctx *ctx, sg_tensor *const *in, void *ud) { UNUSED_CTX; return ARGS->bin(in[0], in[1]); }
-static sg_tensor *f_scale(sg_ctx *ctx, sg_tensor *const *in, void *ud) { UNUSED_CTX; return sg_scale(in[0], ARGS->s); }
-static sg_tensor *f_sum_dim(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_sum_dim(in[0], ARGS->dim, ARGS->keepdim);
-}
-static sg_tensor *f_mean_dim(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_mean_dim(in[0], ARGS->dim, ARGS->keepdim);
-}
-static sg_tensor *f_softmax(sg_ctx *ctx, sg_tensor *const *in, void *ud) { UNUSED_CTX; return sg_softmax(in[0], ARGS->dim); }
-static sg_tensor *f_log_softmax(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_log_softmax(in[0], ARGS->dim);
-}
-static sg_tensor *f_reshape(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX, (void)ud;
-    return sg_reshape(in[0], 2, (int64_t[]){3, -1});
-}
-static sg_tensor *f_transpose(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_transpose(in[0], ARGS->dim, ARGS->dim1);
-}
-static sg_tensor *f_concat(sg_ctx *ctx, sg_tensor *const *in, void *ud) { UNUSED_CTX; return sg_concat(ARGS->n, in); }
+CHECKED_FN(f_unary, ARGS->un(in[0]))
+CHECKED_FN(f_binary, ARGS->bin(in[0], in[1]))
+CHECKED_FN(f_scale, sg_scale(in[0], ARGS->s))
+CHECKED_FN(f_sum_dim, sg_sum_dim(in[0], ARGS->dim, ARGS->keepdim))
+CHECKED_FN(f_mean_dim, sg_mean_dim(in[0], ARGS->dim, ARGS->keepdim))
+CHECKED_FN(f_softmax, sg_softmax(in[0], ARGS->dim))
+CHECKED_FN(f_log_softmax, sg_log_softmax(in[0], ARGS->dim))
+CHECKED_FN(f_cross_entropy, sg_cross_entropy(in[0], ARGS->idx))
+CHECKED_FN(f_reshape, sg_reshape(in[0], 2, (int64_t[]){3, -1}))
+CHECKED_FN(f_transpose, sg_transpose(in[0], ARGS->dim, ARGS->dim1))
+CHECKED_FN(f_concat, sg_concat(ARGS->n, in))
+CHECKED_FN(f_embedding, sg_embedding(in[0], ARGS->idx, &ARGS->emb))
+CHECKED_FN(f_embedding_bag, call_embedding_bag(in[0], ARGS, ARGS->weighted ? in[1] : NULL))
+CHECKED_FN(f_index_select, sg_index_select(in[0], ARGS->dim, ARGS->idx))
+CHECKED_FN(f_slice, sg_slice(in[0], ARGS->start, ARGS->end))
+CHECKED_FN(f_to_sparse, sg_to_sparse(in[0], ARGS->sparse_dim))
+CHECKED_FN(f_sparse_mask, sg_sparse_mask(in[0], ARGS->mask))
+CHECKED_FN(f_sgns_loss, call_sgns_loss(in[0], in[1], ARGS->idx))
 /* op(x, x) backwards put both operands' terms in one buffer; op(x, y) + op(x, x) adds to a
  * gradient x already holds. */
-static sg_tensor *f_matmul_plus_x(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX, (void)ud;
-    return sg_add(sg_matmul(in[0], in[1]), in[0]);
-}
-static sg_tensor *f_rowdot_self_plus(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX, (void)ud;
-    return sg_add(sg_rowdot(in[0], in[1]), sg_rowdot(in[0], in[0]));
-}
-/* Restriction: a's gradient is needed only at the mask's pattern (the O(nnz) backwards). */
-static sg_tensor *f_matmul_masked(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_matmul(sg_sparse_mask(in[0], ARGS->mask), in[1]);
-}
-static sg_tensor *f_sum_masked(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_sum(sg_sparse_mask(in[0], ARGS->mask));
-}
-/* ... also through scale, transpose and an add of two overlapping masks. */
-static sg_tensor *f_sum_masked_chain(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    sg_tensor *p = sg_transpose(sg_scale(sg_sparse_mask(in[0], ARGS->mask), 2.5), 0, 1);
-    sg_tensor *q = sg_transpose(sg_sparse_mask(in[0], ARGS->mask2), 0, 1);
-    return sg_sum(sg_add(p, q));
-}
-static sg_tensor *f_cross_entropy(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_cross_entropy(in[0], ARGS->idx);
-}
-static sg_tensor *f_embedding(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_embedding(in[0], ARGS->idx, &ARGS->emb);
-}
-static sg_tensor *f_embedding_bag(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return call_embedding_bag(in[0], ARGS, ARGS->weighted ? in[1] : NULL);
-}
-static sg_tensor *f_index_select(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_index_select(in[0], ARGS->dim, ARGS->idx);
-}
-static sg_tensor *f_slice(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_slice(in[0], ARGS->start, ARGS->end);
-}
+CHECKED_FN(f_matmul_plus_x, sg_add(sg_matmul(in[0], in[1]), in[0]))
+CHECKED_FN(f_rowdot_self_plus, sg_add(sg_rowdot(in[0], in[1]), sg_rowdot(in[0], in[0])))
+/* Restriction: a's gradient is needed only at the mask's pattern (the O(nnz) backwards),
+ * also through scale, transpose and an add of two overlapping masks. */
+CHECKED_FN(f_matmul_masked, sg_matmul(sg_sparse_mask(in[0], ARGS->mask), in[1]))
+CHECKED_FN(f_sum_masked, sg_sum(sg_sparse_mask(in[0], ARGS->mask)))
+CHECKED_FN(f_sum_masked_chain, sg_sum(sg_add(sg_transpose(sg_scale(sg_sparse_mask(in[0], ARGS->mask), 2.5), 0, 1),
+                                             sg_transpose(sg_sparse_mask(in[0], ARGS->mask2), 0, 1))))
 /* index_select of a slice of an index_select: the inner backwards get COO gradients. */
-static sg_tensor *f_select_slice_select(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    sg_tensor *a = sg_index_select(in[0], 0, ARGS->idx2);
-    return sg_index_select(sg_slice(a, ARGS->start, ARGS->end), 0, ARGS->idx);
-}
-static sg_tensor *f_to_sparse(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_to_sparse(in[0], ARGS->sparse_dim);
-}
-static sg_tensor *f_sparse_mask(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return sg_sparse_mask(in[0], ARGS->mask);
-}
-static sg_tensor *f_sgns_loss(sg_ctx *ctx, sg_tensor *const *in, void *ud)
-{
-    UNUSED_CTX;
-    return call_sgns_loss(in[0], in[1], ARGS->idx);
-}
+CHECKED_FN(f_select_slice_select,
+           sg_index_select(sg_slice(sg_index_select(in[0], 0, ARGS->idx2), ARGS->start, ARGS->end), 0, ARGS->idx))
 
 /* ---------------------------------------------------------------- the cases */
 
@@ -553,7 +484,7 @@ static void case_embedding_bag(case_run *r)
     sg_tensor *W = D64(r, -1, 1, 7, 3), *weights = D64(r, -1, 1, 8);
     const int64_t v[8] = {1, 6, 1, 0, 2, 2, 5, 3};
     args a = {.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){8}, v),
-              .idx2 = index_in(r->ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5})}; /* bag 1 empty */
+              .offsets = index_in(r->ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5})}; /* bag 1 empty */
     for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
         a.mode = (sg_bag_mode)mode;
         CHECK_GRAD(r, f_embedding_bag, &a, 0, W);
@@ -687,7 +618,7 @@ static int ops_without_case(const op_entry *list, int n, const op_case *cs, int 
     for (int i = 0; i < n; i++)
         if (!case_for(cs, m, list[i].fn)) {
             if (!quiet)
-                fprintf(stderr, "  sg_%s is in src/ops/ops.def but has no case in %s\n", list[i].fn, __FILE__);
+                fprintf(stderr, "  sg_%s is in src/ops/ops.def but has no case here\n", list[i].fn);
             missing++;
         }
     return missing;
@@ -740,6 +671,67 @@ TEST(every_listed_op_passes_its_gradcheck_case)
         tu_failures += r.failures;
         sg_ctx_free(r.ctx);
     }
+}
+
+/* Public functions that return a tensor but record no tape node (constructors, views of a
+ * tensor's parts, gradients, optimizer state, the non-differentiable coalesce). */
+static const char *const untaped[] = {
+    "tensor_new", "tensor_from_data", "tensor_new_tmp", "tensor_requires_grad", "coo_new",
+    "coo_indices", "coo_values", "coalesce", "tensor_grad", "grads_param", "optim_param",
+    "optim_state", "wordvec_vectors",
+};
+
+/* Functions declared "SG_API sg_tensor *sg_<name>(" in header text that are neither in the
+ * list nor untaped, each named on stderr unless quiet. */
+static int unlisted_public_ops(const char *header, bool quiet)
+{
+    static const char decl[] = "SG_API sg_tensor *sg_";
+    int missing = 0;
+    for (const char *p = strstr(header, decl); p; p = strstr(p, decl)) {
+        p += sizeof decl - 1;
+        size_t len = strcspn(p, "(");
+        bool known = false;
+        for (int i = 0; i < N_OPS && !known; i++)
+            known = strlen(op_list[i].fn) == len && strncmp(op_list[i].fn, p, len) == 0;
+        for (size_t i = 0; i < sizeof untaped / sizeof untaped[0] && !known; i++)
+            known = strlen(untaped[i]) == len && strncmp(untaped[i], p, len) == 0;
+        if (!known) {
+            if (!quiet)
+                fprintf(stderr, "  sg_%.*s returns a tensor but is not in src/ops/ops.def\n", (int)len, p);
+            missing++;
+        }
+    }
+    return missing;
+}
+
+/* The whole file as a string (NULL if unreadable); the caller frees it. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (text && (fseek(f, 0, SEEK_SET) != 0 || fread(text, 1, (size_t)n, f) != (size_t)n)) {
+            free(text);
+            text = NULL;
+        }
+        if (text) text[n] = 0;
+    }
+    fclose(f);
+    return text;
+}
+
+TEST(every_public_function_returning_a_tensor_is_listed_or_untaped)
+{
+    char *header = read_text(SG_SOURCE_DIR "/include/sgrad.h");
+    CHECK(header != NULL);
+    if (!header) return;
+    CHECK(strstr(header, "SG_API sg_tensor *sg_embedding(") != NULL); /* the scan sees ops */
+    CHECK(unlisted_public_ops(header, false) == 0);
+    free(header);
+    CHECK(unlisted_public_ops("SG_API sg_tensor *sg_frobnicate(sg_tensor *x);", true) == 1);
 }
 
 /* ---- the checker itself can fail */
