@@ -1,8 +1,9 @@
 /* Gathers with sparse gradients: embedding (any index shape, int32/int64, padding_idx,
  * max_norm, fused optimizer), embedding_bag (sum/mean/max, per-sample weights),
- * index_select and slice. Gradients are checked by finite differences and against naive
- * scatter loops; the embedding gradient is checked to borrow the incoming gradient buffer
- * and to cost O(B x D) memory. */
+ * index_select and slice. Gradients are checked against naive scatter loops and the dense
+ * selection path (their finite-difference gradchecks are in test_gradcheck_ops.c); the
+ * embedding gradient is checked to borrow the incoming gradient buffer and to cost
+ * O(B x D) memory. */
 #include "ops/ops.h"
 #define TU_SEED 0xD1B54A32D192ED03ull
 #include "testutil.h"
@@ -29,49 +30,7 @@ static sg_tensor *index_tensor(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t
     return t;
 }
 
-static int gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n, sg_tensor **in)
-{
-    for (int i = 0; i < n; i++)
-        if (sg_tensor_dtype(in[i]) == SG_F64) sg_tensor_requires_grad(in[i], 1);
-    sg_gradcheck_opts o = {0, 1e-6, 1e-4, 0};
-    sg_gradcheck_result r;
-    int rc = sg_gradcheck(ctx, f, ud, n, in, &o, &r);
-    if (rc) fprintf(stderr, "  gradcheck: %s\n", sg_ctx_message(ctx));
-    return rc;
-}
-#define GC_OK(ctx, f, ud, n, in) CHECK_STATUS(ctx, gradcheck(ctx, f, ud, n, in), SG_OK)
-
 /* ---- embedding */
-
-typedef struct {
-    sg_tensor *idx, *offsets;
-    sg_embedding_opts opts;
-    int mode, dim;
-    int64_t start, end;
-} gud;
-
-static sg_tensor *f_emb(sg_ctx *c, sg_tensor *const *in, void *ud)
-{
-    (void)c;
-    gud *u = ud;
-    return sg_embedding(in[0], u->idx, &u->opts);
-}
-
-TEST(embedding_gradcheck)
-{
-    sg_ctx *ctx = sg_ctx_new(NULL);
-    sg_tensor *W = rand_dense(ctx, SG_F64, 2, (int64_t[]){6, 3});
-    int64_t v[6] = {1, 4, 1, 0, 5, 1};
-    gud u = {index_tensor(ctx, SG_I64, 2, (int64_t[]){2, 3}, v), NULL, {-1, 0, NULL}, 0, 0, 0, 0};
-    GC_OK(ctx, f_emb, &u, 1, &W);
-    u.idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){6}, v);
-    GC_OK(ctx, f_emb, &u, 1, &W);
-    u.opts.padding_idx = 1; /* rows 1 give zeros and no gradient */
-    GC_OK(ctx, f_emb, &u, 1, &W);
-    u.idx = index_tensor(ctx, SG_I64, 0, NULL, (int64_t[]){4}); /* 0-d index */
-    GC_OK(ctx, f_emb, &u, 1, &W);
-    sg_ctx_free(ctx);
-}
 
 TEST(embedding_matches_naive_gather_and_scatter)
 {
@@ -360,30 +319,6 @@ TEST(embedding_errors_and_empty_batch)
 
 /* ---- embedding_bag */
 
-static sg_tensor *f_bag(sg_ctx *c, sg_tensor *const *in, void *ud)
-{
-    (void)c;
-    gud *u = ud;
-    return sg_embedding_bag(in[0], u->idx, u->offsets, (sg_bag_mode)u->mode, u->dim ? in[1] : NULL);
-}
-
-TEST(embedding_bag_gradcheck)
-{
-    sg_ctx *ctx = sg_ctx_new(NULL);
-    sg_tensor *in[2] = {rand_dense(ctx, SG_F64, 2, (int64_t[]){7, 3}), rand_dense(ctx, SG_F64, 1, (int64_t[]){8})};
-    int64_t v[8] = {1, 6, 1, 0, 2, 2, 5, 3};
-    gud u = {index_tensor(ctx, SG_I64, 1, (int64_t[]){8}, v),
-             index_tensor(ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5}), {-1, 0, NULL}, 0, 0, 0, 0};
-    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
-        u.mode = mode;
-        GC_OK(ctx, f_bag, &u, 1, in); /* bag 1 is empty */
-    }
-    u.mode = SG_BAG_SUM;
-    u.dim = 1; /* with per-sample weights: gradients for W and the weights */
-    GC_OK(ctx, f_bag, &u, 2, in);
-    sg_ctx_free(ctx);
-}
-
 TEST(embedding_bag_matches_naive_loops)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
@@ -431,48 +366,6 @@ TEST(embedding_bag_matches_naive_loops)
 }
 
 /* ---- index_select and slice */
-
-static sg_tensor *f_isel(sg_ctx *c, sg_tensor *const *in, void *ud)
-{
-    (void)c;
-    gud *u = ud;
-    return sg_index_select(in[0], u->dim, u->idx);
-}
-static sg_tensor *f_slice(sg_ctx *c, sg_tensor *const *in, void *ud)
-{
-    (void)c;
-    gud *u = ud;
-    return sg_slice(in[0], u->start, u->end);
-}
-/* index_select of a slice of an index_select: the inner backwards get COO gradients */
-static sg_tensor *f_chain(sg_ctx *c, sg_tensor *const *in, void *ud)
-{
-    (void)c;
-    gud *u = ud;
-    sg_tensor *a = sg_index_select(in[0], 0, u->offsets);
-    return sg_index_select(sg_slice(a, u->start, u->end), 0, u->idx);
-}
-
-TEST(index_select_and_slice_gradcheck)
-{
-    sg_ctx *ctx = sg_ctx_new(NULL);
-    sg_tensor *x = rand_dense(ctx, SG_F64, 3, (int64_t[]){5, 4, 2});
-    gud u = {index_tensor(ctx, SG_I32, 1, (int64_t[]){5}, (int64_t[]){3, 0, 3, 1, 3}), NULL, {-1, 0, NULL}, 0, 0, 1, 4};
-    int dims[4] = {0, 1, 2, -1};
-    for (int k = 0; k < 4; k++) {
-        u.dim = dims[k];
-        if (u.dim == 2) u.idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){1, 1, 0});
-        GC_OK(ctx, f_isel, &u, 1, &x);
-    }
-    GC_OK(ctx, f_slice, &u, 1, &x);
-    u.start = 2, u.end = 2; /* empty slice */
-    GC_OK(ctx, f_slice, &u, 1, &x);
-    u.idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){4}, (int64_t[]){2, 0, 2, 1});
-    u.offsets = index_tensor(ctx, SG_I64, 1, (int64_t[]){6}, (int64_t[]){4, 4, 0, 2, 1, 3});
-    u.start = 1, u.end = 4;
-    GC_OK(ctx, f_chain, &u, 1, &x);
-    sg_ctx_free(ctx);
-}
 
 TEST(index_select_and_slice_gradients_are_sparse_rows)
 {

@@ -1,0 +1,827 @@
+/* The gradcheck of every differentiable op: src/ops/ops.def lists the ops, the table below
+ * holds one case per op, and each case runs sg_gradcheck (the full Jacobian by backward
+ * against central differences, in f64) on small random inputs, dense and, where the op
+ * takes them, COO. The run fails when a listed op has no case, when a case records a tape
+ * node whose name is not in the list, when a check does not record its own op's node, and
+ * when some node name of an op (its COO path, say) is recorded by none of its checks; and
+ * when include/sgrad.h declares a function returning a tensor that is neither listed nor
+ * known to record no node. Forward values are tested in the op areas' own files. */
+#include "autograd/tape.h" /* sg_node and tensor->node: the tape walk */
+#define TU_SEED 0x94D049BB133111EBull
+#include "testutil.h"
+
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define MAX_NAMES 4
+
+/* ---------------------------------------------------------------- the list */
+
+typedef struct {
+    const char *fn;               /* the public function is sg_<fn> */
+    void (*addr)(void);           /* its address: a line cannot name a missing function */
+    const char *names[MAX_NAMES]; /* tape node names it records; unused slots NULL */
+} op_entry;
+
+static const op_entry op_list[] = {
+#define SG_OP(fn, ...) {#fn, (void (*)(void))sg_##fn, {__VA_ARGS__}},
+#include "ops/ops.def"
+#undef SG_OP
+};
+#define N_OPS ((int)(sizeof op_list / sizeof op_list[0]))
+
+/* Where node name `name` is in list[0..n): op index and name index; false if absent. */
+static bool find_name(const op_entry *list, int n, const char *name, int *op, int *k)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < MAX_NAMES && list[i].names[j]; j++)
+            if (strcmp(list[i].names[j], name) == 0) {
+                *op = i, *k = j;
+                return true;
+            }
+    return false;
+}
+
+/* ---------------------------------------------------------------- one check */
+
+typedef struct {
+    sg_ctx *ctx;
+    int op;            /* index in op_list of the op the case is keyed to */
+    unsigned recorded; /* bit k: op_list[op].names[k] was recorded by some check */
+    int failures;
+    bool quiet; /* self-tests of the checker expect failures */
+} case_run;
+
+#define FAIL(r, line, ...)                                                       \
+    do {                                                                         \
+        if (!(r)->quiet) {                                                       \
+            fprintf(stderr, "  sg_%s, line %d: ", op_list[(r)->op].fn, line);    \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
+        (r)->failures++;                                                         \
+    } while (0)
+
+/* A COO output is checked through its dense meaning. */
+typedef struct {
+    sg_gradcheck_fn f;
+    void *ud;
+} wrapped;
+static sg_tensor *dense_output(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    const wrapped *w = ud;
+    return sg_to_dense(w->f(ctx, in, w->ud));
+}
+
+#define MAX_WALK 256
+/* Every node reachable from y, once each, into seen[]; returns how many (-1 past cap). */
+static int walk_tape(sg_tensor *y, sg_node **seen, int cap)
+{
+    int n = 0;
+    if (y && y->node) seen[n++] = y->node;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < seen[i]->n_in; j++) {
+            sg_node *p = seen[i]->in[j] ? seen[i]->in[j]->node : NULL;
+            bool known = !p;
+            for (int k = 0; k < n && !known; k++) known = seen[k] == p;
+            if (known) continue;
+            if (n == cap) return -1;
+            seen[n++] = p;
+        }
+    return n;
+}
+
+/* Gradcheck of f over in[0..n) (masked as given), then one more evaluation whose tape is
+ * walked: every node name must be in the list, and the case's op must be among them. */
+static void check_at(case_run *r, int line, sg_gradcheck_fn f, void *ud, int masked, int n,
+                     sg_tensor *const *in)
+{
+    for (int i = 0; i < n; i++)
+        if (!in[i]) {
+            FAIL(r, line, "input %d not built: %s", i, sg_ctx_message(r->ctx));
+            sg_ctx_clear_error(r->ctx);
+            return;
+        }
+    wrapped w = {f, ud};
+    sg_gradcheck_opts o = {0, 1e-6, 1e-4, masked};
+    sg_gradcheck_result res;
+    int rc = sg_gradcheck(r->ctx, dense_output, &w, n, in, &o, &res);
+    if (rc != SG_OK) FAIL(r, line, "gradcheck %s: %s", sg_status_string(rc), sg_ctx_message(r->ctx));
+    sg_ctx_clear_error(r->ctx);
+
+    sg_tape_reset(r->ctx);
+    sg_tensor *y = dense_output(r->ctx, in, &w);
+    if (!y) FAIL(r, line, "no output: %s", sg_ctx_message(r->ctx));
+    sg_node *seen[MAX_WALK];
+    int nodes = walk_tape(y, seen, MAX_WALK);
+    if (nodes < 0) FAIL(r, line, "more than %d nodes on the tape", MAX_WALK);
+    else if (nodes != sg_tape_nodes(r->ctx))
+        FAIL(r, line, "%lld nodes on the tape, %d reachable from the output",
+             (long long)sg_tape_nodes(r->ctx), nodes);
+    bool own = false;
+    for (int i = 0; i < nodes; i++) {
+        int op, k;
+        if (!find_name(op_list, N_OPS, seen[i]->name, &op, &k)) {
+            FAIL(r, line, "records node \"%s\", which src/ops/ops.def does not list", seen[i]->name);
+        } else if (op == r->op) {
+            own = true;
+            r->recorded |= 1u << k;
+        }
+    }
+    if (nodes >= 0 && !own) FAIL(r, line, "records none of its op's nodes");
+    sg_tape_reset(r->ctx);
+    sg_ctx_clear_error(r->ctx);
+}
+#define N_INPUTS(...) (int)(sizeof((sg_tensor *[]){__VA_ARGS__}) / sizeof(sg_tensor *))
+#define CHECK_GRAD(r, f, ud, masked, ...)                                        \
+    check_at(r, __LINE__, f, ud, masked, N_INPUTS(__VA_ARGS__), (sg_tensor *[]){__VA_ARGS__})
+
+/* Names of r's op that none of its checks recorded. */
+static int unrecorded_names(const case_run *r)
+{
+    int missing = 0;
+    for (int k = 0; k < MAX_NAMES && op_list[r->op].names[k]; k++)
+        if (!(r->recorded & (1u << k))) {
+            if (!r->quiet)
+                fprintf(stderr, "  sg_%s: no check records its node \"%s\"\n", op_list[r->op].fn,
+                        op_list[r->op].names[k]);
+            missing++;
+        }
+    return missing;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+/* Persistent f64 tensor with values from [lo, hi), requiring grad. */
+static sg_tensor *dense_in(sg_ctx *ctx, double lo, double hi, int ndim, const int64_t *shape)
+{
+    sg_tensor *t = sg_tensor_new(ctx, SG_F64, ndim, shape);
+    if (!t) return NULL;
+    double *d = sg_tensor_f64(t);
+    for (int64_t i = 0; i < sg_tensor_numel(t); i++) d[i] = lo + (hi - lo) * (tu_rand_unit() + 1) / 2;
+    return sg_tensor_requires_grad(t, 1);
+}
+#define D64(r, lo, hi, ...) dense_in((r)->ctx, lo, hi, SHAPE(__VA_ARGS__))
+#define D64_0(r, lo, hi) dense_in((r)->ctx, lo, hi, 0, NULL)
+
+static sg_tensor *constant(sg_tensor *t) { return t ? sg_tensor_requires_grad(t, 0) : NULL; }
+
+/* Persistent f64 COO (requiring grad) with nnz random entries over (sub)rows [0, range)
+ * of its sparse index (range <= 0: all), so duplicates are likely. */
+static sg_tensor *coo_in(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
+{
+    int64_t rows = 1, D = 1;
+    for (int d = 0; d < sd; d++) rows *= shape[d];
+    for (int d = sd; d < ndim; d++) D *= shape[d];
+    if (range > rows || range < 1) range = rows;
+    int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
+    double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t row = (int64_t)(tu_rand() % (uint64_t)range);
+        for (int d = sd - 1; d >= 0; d--) {
+            idx[d * nnz + e] = row % shape[d];
+            row /= shape[d];
+        }
+    }
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
+    sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
+    free(idx);
+    free(val);
+    return t ? sg_tensor_requires_grad(t, 1) : NULL;
+}
+
+/* Persistent index tensor (int32 or int64) from int64 values. */
+static sg_tensor *index_in(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t *shape, const int64_t *v)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    for (int64_t i = 0; t && i < sg_tensor_numel(t); i++) {
+        if (dt == SG_I64) ((int64_t *)sg_tensor_data(t))[i] = v[i];
+        else ((int32_t *)sg_tensor_data(t))[i] = (int32_t)v[i];
+    }
+    return t;
+}
+
+/* Values moved to [0.2, 1.2) in magnitude, keeping the sign: away from relu's kink. */
+static sg_tensor *away_from_zero(sg_tensor *t)
+{
+    double *d = t ? sg_tensor_f64(t) : NULL;
+    for (int64_t i = 0; d && i < sg_tensor_numel(t); i++) d[i] = d[i] < 0 ? d[i] - 0.2 : d[i] + 0.2;
+    return t;
+}
+
+/* ---------------------------------------------------------------- functions under test */
+
+typedef sg_tensor *(*unary_fn)(sg_tensor *);
+typedef sg_tensor *(*binary_fn)(sg_tensor *, sg_tensor *);
+
+/* What a check's function needs besides its differentiable inputs. */
+typedef struct {
+    unary_fn un;
+    binary_fn bin;
+    int dim, dim1, keepdim, n, sparse_dim;
+    double s;
+    int64_t start, end;
+    sg_tensor *idx, *idx2, *offsets; /* idx2: a second index tensor */
+    sg_tensor *mask, *mask2;
+    sg_embedding_opts emb;
+    sg_bag_mode mode;
+    bool weighted;
+} args;
+
+/* The two ops whose signatures are changing elsewhere: each is called here only. */
+static sg_tensor *call_embedding_bag(sg_tensor *W, const args *a, sg_tensor *per_sample_weights)
+{
+    return sg_embedding_bag(W, a->idx, a->offsets, a->mode, per_sample_weights);
+}
+static sg_tensor *call_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets)
+{
+    return sg_sgns_loss(h, W, targets, NULL); /* unfused */
+}
+
+#define ARGS ((const args *)ud)
+/* A check's args inline (the parentheses keep their commas inside one macro argument). */
+#define ARG(...) (&(args){__VA_ARGS__})
+/* A function under test (sg_gradcheck_fn) whose result is the expression given. */
+#define CHECKED_FN(name, ...)                                                    \
+    static sg_tensor *name(sg_ctx *ctx, sg_tensor *const *in, void *ud)          \
+    {                                                                            \
+        (void)ctx, (void)ud;                                                     \
+        return __VA_ARGS__;                                                      \
+    }
+
+CHECKED_FN(f_unary, ARGS->un(in[0]))
+CHECKED_FN(f_binary, ARGS->bin(in[0], in[1]))
+CHECKED_FN(f_scale, sg_scale(in[0], ARGS->s))
+CHECKED_FN(f_sum_dim, sg_sum_dim(in[0], ARGS->dim, ARGS->keepdim))
+CHECKED_FN(f_mean_dim, sg_mean_dim(in[0], ARGS->dim, ARGS->keepdim))
+CHECKED_FN(f_softmax, sg_softmax(in[0], ARGS->dim))
+CHECKED_FN(f_log_softmax, sg_log_softmax(in[0], ARGS->dim))
+CHECKED_FN(f_cross_entropy, sg_cross_entropy(in[0], ARGS->idx))
+CHECKED_FN(f_reshape, sg_reshape(in[0], 2, (int64_t[]){3, -1}))
+CHECKED_FN(f_transpose, sg_transpose(in[0], ARGS->dim, ARGS->dim1))
+CHECKED_FN(f_concat, sg_concat(ARGS->n, in))
+CHECKED_FN(f_embedding, sg_embedding(in[0], ARGS->idx, &ARGS->emb))
+CHECKED_FN(f_embedding_bag, call_embedding_bag(in[0], ARGS, ARGS->weighted ? in[1] : NULL))
+CHECKED_FN(f_index_select, sg_index_select(in[0], ARGS->dim, ARGS->idx))
+CHECKED_FN(f_slice, sg_slice(in[0], ARGS->start, ARGS->end))
+CHECKED_FN(f_to_sparse, sg_to_sparse(in[0], ARGS->sparse_dim))
+CHECKED_FN(f_sparse_mask, sg_sparse_mask(in[0], ARGS->mask))
+CHECKED_FN(f_sgns_loss, call_sgns_loss(in[0], in[1], ARGS->idx))
+/* op(x, x) backwards put both operands' terms in one buffer; op(x, y) + op(x, x) adds to a
+ * gradient x already holds. */
+CHECKED_FN(f_matmul_plus_x, sg_add(sg_matmul(in[0], in[1]), in[0]))
+CHECKED_FN(f_rowdot_self_plus, sg_add(sg_rowdot(in[0], in[1]), sg_rowdot(in[0], in[0])))
+/* Restriction: a's gradient is needed only at the mask's pattern (the O(nnz) backwards),
+ * also through scale, transpose and an add of two overlapping masks. */
+CHECKED_FN(f_matmul_masked, sg_matmul(sg_sparse_mask(in[0], ARGS->mask), in[1]))
+CHECKED_FN(f_sum_masked, sg_sum(sg_sparse_mask(in[0], ARGS->mask)))
+CHECKED_FN(f_sum_masked_chain, sg_sum(sg_add(sg_transpose(sg_scale(sg_sparse_mask(in[0], ARGS->mask), 2.5), 0, 1),
+                                             sg_transpose(sg_sparse_mask(in[0], ARGS->mask2), 0, 1))))
+/* index_select of a slice of an index_select: the inner backwards get COO gradients. */
+CHECKED_FN(f_select_slice_select,
+           sg_index_select(sg_slice(sg_index_select(in[0], 0, ARGS->idx2), ARGS->start, ARGS->end), 0, ARGS->idx))
+
+/* ---------------------------------------------------------------- the cases */
+
+/* Broadcasting pairs, the same tensor as both operands, one operand constant. lo: the
+ * right operand's lower bound (divisors stay away from 0). */
+static void binary_checks(case_run *r, binary_fn op, double lo)
+{
+    args a = {.bin = op};
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 1), D64(r, lo, 2, 1, 4));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3), D64(r, lo, 2, 3));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3), D64(r, lo, 2, 2, 3));
+    CHECK_GRAD(r, f_binary, &a, 0, D64_0(r, -1, 1), D64(r, lo, 2, 2, 3)); /* 0-d */
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3), D64_0(r, lo, 2));
+    CHECK_GRAD(r, f_binary, &a, 0, D64_0(r, -1, 1), D64_0(r, lo, 2));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 1, 3), D64(r, lo, 2, 4, 1));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3), D64(r, lo, 2, 2, 3));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 1, 2, 1, 2), D64(r, lo, 2, 2, 1, 2, 1));
+    sg_tensor *z = D64(r, 0.5, 2, 2, 3);
+    CHECK_GRAD(r, f_binary, &a, 0, z, z);
+    sg_tensor *c = constant(D64(r, 0.5, 2, 2, 3));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, 0.5, 2, 3), c);
+    CHECK_GRAD(r, f_binary, &a, 0, c, D64(r, 0.5, 2, 3));
+}
+
+static void case_add(case_run *r)
+{
+    binary_checks(r, sg_add, -1);
+    args a = {.bin = sg_add};
+    int64_t sh[2] = {3, 4};
+    sg_tensor *rows = coo_in(r->ctx, 2, sh, 1, 4, 2);   /* row-sparse, duplicate rows */
+    sg_tensor *cells = coo_in(r->ctx, 2, sh, 2, 7, 6); /* element-sparse, duplicates */
+    CHECK_GRAD(r, f_binary, &a, 0, rows, cells);       /* COO + COO: a concatenation */
+    CHECK_GRAD(r, f_binary, &a, 0, cells, cells);
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 4), rows); /* dense + COO: dense */
+    CHECK_GRAD(r, f_binary, &a, 0, cells, D64(r, -1, 1, 3, 4));
+}
+static void case_sub(case_run *r) { binary_checks(r, sg_sub, -1); }
+static void case_mul(case_run *r) { binary_checks(r, sg_mul, -1); }
+static void case_div(case_run *r) { binary_checks(r, sg_div, 0.5); }
+
+static void case_scale(case_run *r)
+{
+    CHECK_GRAD(r, f_scale, ARG(.s = -2.5), 0, D64(r, -1, 1, 2, 3));
+    CHECK_GRAD(r, f_scale, ARG(.s = 0.5), 0, D64_0(r, -1, 1));
+    CHECK_GRAD(r, f_scale, ARG(.s = -1.5), 0, coo_in(r->ctx, 2, (int64_t[]){3, 4}, 1, 4, 2));
+    CHECK_GRAD(r, f_scale, ARG(.s = 3), 0, coo_in(r->ctx, 3, (int64_t[]){3, 2, 2}, 2, 5, 0));
+}
+
+static void case_matmul(case_run *r)
+{
+    args a = {.bin = sg_matmul};
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 4), D64(r, -1, 1, 4, 5));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 1, 6), D64(r, -1, 1, 6, 1));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3, 4), D64(r, -1, 1, 2, 4, 2));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 5), constant(D64(r, -1, 1, 5, 2)));
+    sg_tensor *x = D64(r, -1, 1, 3, 3), *m = D64(r, -1, 1, 2, 3, 3);
+    CHECK_GRAD(r, f_binary, &a, 0, x, x);
+    CHECK_GRAD(r, f_binary, &a, 0, m, m);
+    CHECK_GRAD(r, f_matmul_plus_x, NULL, 0, x, D64(r, -1, 1, 3, 3));
+    CHECK_GRAD(r, f_matmul_plus_x, NULL, 0, m, m);
+    /* COO (M,K) @ dense (K,N) */
+    int64_t sh[2] = {5, 4};
+    sg_tensor *B = D64(r, -1, 1, 4, 3);
+    CHECK_GRAD(r, f_binary, &a, 0, coo_in(r->ctx, 2, sh, 2, 9, 12), B);
+    CHECK_GRAD(r, f_binary, &a, 0, coo_in(r->ctx, 2, sh, 1, 4, 3), B);
+    args ma = {.mask = coo_in(r->ctx, 2, sh, 2, 8, 0)};
+    CHECK_GRAD(r, f_matmul_masked, &ma, 0, D64(r, -1, 1, 5, 4), B);
+    sg_tensor *s = coo_in(r->ctx, 2, sh, 2, 10, 0);
+    CHECK_GRAD(r, f_matmul_masked, &ma, 0, s, B);
+    ma.mask = s; /* masked semantics: s restricted to its own pattern */
+    CHECK_GRAD(r, f_matmul_masked, &ma, 1, s, B);
+    ma.mask = coo_in(r->ctx, 2, sh, 1, 3, 0);
+    CHECK_GRAD(r, f_matmul_masked, &ma, 0, D64(r, -1, 1, 5, 4), B);
+}
+
+static void case_rowdot(case_run *r)
+{
+    args a = {.bin = sg_rowdot};
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 4, 3), D64(r, -1, 1, 4, 3));
+    sg_tensor *x = D64(r, -1, 1, 3, 3);
+    CHECK_GRAD(r, f_binary, &a, 0, x, x);
+    /* rows wider than the kernel's lanes (37 = 2 * 16 + 5) */
+    sg_tensor *w = D64(r, -1, 1, 3, 37);
+    CHECK_GRAD(r, f_binary, &a, 0, w, w);
+    CHECK_GRAD(r, f_rowdot_self_plus, NULL, 0, w, D64(r, -1, 1, 3, 37));
+}
+
+static void case_sum(case_run *r)
+{
+    args a = {.un = sg_sum};
+    CHECK_GRAD(r, f_unary, &a, 0, D64(r, -1, 1, 2, 3, 4));
+    CHECK_GRAD(r, f_unary, &a, 0, D64_0(r, -1, 1));
+    int64_t sh[2] = {4, 3};
+    CHECK_GRAD(r, f_unary, &a, 0, coo_in(r->ctx, 2, sh, 2, 6, 5));
+    CHECK_GRAD(r, f_unary, &a, 0, coo_in(r->ctx, 2, sh, 1, 3, 2));
+    args ma = {.mask = coo_in(r->ctx, 2, sh, 2, 5, 0), .mask2 = coo_in(r->ctx, 2, sh, 1, 2, 0)};
+    sg_tensor *x = D64(r, -1, 1, 4, 3), *s = coo_in(r->ctx, 2, sh, 2, 7, 0);
+    CHECK_GRAD(r, f_sum_masked, &ma, 0, x);
+    CHECK_GRAD(r, f_sum_masked, &ma, 0, s);
+    ma.mask2 = coo_in(r->ctx, 2, sh, 2, 6, 0); /* overlaps mask */
+    CHECK_GRAD(r, f_sum_masked_chain, &ma, 0, x);
+    ma.mask = s;
+    CHECK_GRAD(r, f_sum_masked, &ma, 1, s);
+}
+
+static void case_mean(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_mean), 0, D64(r, -1, 1, 2, 3, 4));
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_mean), 0, D64(r, -1, 1, 5));
+}
+
+static void reduce_dim_checks(case_run *r, sg_gradcheck_fn f)
+{
+    sg_tensor *x = D64(r, -1, 1, 2, 3, 4);
+    for (int dim = -1; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++) CHECK_GRAD(r, f, ARG(.dim = dim, .keepdim = keep), 0, x);
+    CHECK_GRAD(r, f, ARG(.dim = 0), 0, D64(r, -1, 1, 5));
+}
+static void case_sum_dim(case_run *r) { reduce_dim_checks(r, f_sum_dim); }
+static void case_mean_dim(case_run *r) { reduce_dim_checks(r, f_mean_dim); }
+
+static void case_relu(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_relu), 0, away_from_zero(D64(r, -1, 1, 2, 3)));
+}
+static void case_sigmoid(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_sigmoid), 0, D64(r, -4, 4, 2, 3));
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_sigmoid), 0, D64(r, -40, 40, 4)); /* saturated */
+}
+static void case_tanh(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_tanh), 0, D64(r, -2, 2, 2, 3)); }
+static void case_exp(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_exp), 0, D64(r, -2, 2, 2, 3)); }
+static void case_log(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_log), 0, D64(r, 0.3, 3, 2, 3)); }
+static void case_log_sigmoid(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_log_sigmoid), 0, D64(r, -6, 6, 2, 3));
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_log_sigmoid), 0, D64(r, -40, 40, 4));
+}
+
+static void softmax_checks(case_run *r, sg_gradcheck_fn f)
+{
+    sg_tensor *x = D64(r, -2, 2, 3, 4);
+    for (int dim = -1; dim < 2; dim++) CHECK_GRAD(r, f, ARG(.dim = dim), 0, x);
+    CHECK_GRAD(r, f, ARG(.dim = 1), 0, D64(r, -2, 2, 2, 3, 4));
+}
+static void case_softmax(case_run *r) { softmax_checks(r, f_softmax); }
+static void case_log_softmax(case_run *r) { softmax_checks(r, f_log_softmax); }
+
+static void case_cross_entropy(case_run *r)
+{
+    const int64_t t[4] = {2, 0, 4, 2};
+    for (int k = 0; k < 2; k++) {
+        args a = {.idx = index_in(r->ctx, k ? SG_I32 : SG_I64, 1, (int64_t[]){4}, t)};
+        CHECK_GRAD(r, f_cross_entropy, &a, 0, D64(r, -2, 2, 4, 5));
+    }
+}
+
+static void case_bce_with_logits(case_run *r)
+{
+    args a = {.bin = sg_bce_with_logits}; /* targets in [0,1] get a gradient too */
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -3, 3, 2, 3), D64(r, 0, 1, 2, 3));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -3, 3, 5), D64(r, 0, 1, 5));
+}
+
+static void case_reshape(case_run *r) { CHECK_GRAD(r, f_reshape, NULL, 0, D64(r, -1, 1, 2, 6)); }
+
+static void case_transpose(case_run *r)
+{
+    CHECK_GRAD(r, f_transpose, ARG(.dim = 0, .dim1 = 1), 0, D64(r, -1, 1, 3, 4));
+    CHECK_GRAD(r, f_transpose, ARG(.dim = 0, .dim1 = -1), 0, D64(r, -1, 1, 2, 3, 4));
+    CHECK_GRAD(r, f_transpose, ARG(.dim = 1, .dim1 = 2), 0, D64(r, -1, 1, 2, 3, 2, 2));
+    int64_t sh[2] = {3, 4};
+    CHECK_GRAD(r, f_transpose, ARG(.dim = 0, .dim1 = 1), 0, coo_in(r->ctx, 2, sh, 1, 4, 2));
+    CHECK_GRAD(r, f_transpose, ARG(.dim = 1, .dim1 = 0), 0, coo_in(r->ctx, 2, sh, 2, 7, 6));
+}
+
+static void case_concat(case_run *r)
+{
+    CHECK_GRAD(r, f_concat, ARG(.n = 3), 0, D64(r, -1, 1, 1, 3), D64(r, -1, 1, 2, 3), D64(r, -1, 1, 3, 3));
+    /* more inputs than a node holds: concatenated in groups */
+    CHECK_GRAD(r, f_concat, ARG(.n = 6), 0, D64(r, -1, 1, 1, 2), D64(r, -1, 1, 2, 2), D64(r, -1, 1, 1, 2),
+               D64(r, -1, 1, 1, 2), D64(r, -1, 1, 3, 2), D64(r, -1, 1, 1, 2));
+    sg_tensor *x = D64(r, -1, 1, 3, 3);
+    CHECK_GRAD(r, f_concat, ARG(.n = 2), 0, x, x);
+    CHECK_GRAD(r, f_concat, ARG(.n = 2), 0, constant(D64(r, -1, 1, 2, 3)), D64(r, -1, 1, 1, 3));
+}
+
+static void case_embedding(case_run *r)
+{
+    sg_tensor *W = D64(r, -1, 1, 6, 3);
+    const int64_t v[6] = {1, 4, 1, 0, 5, 1};
+    args a = {.idx = index_in(r->ctx, SG_I64, 2, (int64_t[]){2, 3}, v), .emb = {-1, 0, NULL}};
+    CHECK_GRAD(r, f_embedding, &a, 0, W);
+    a.idx = index_in(r->ctx, SG_I32, 1, (int64_t[]){6}, v);
+    CHECK_GRAD(r, f_embedding, &a, 0, W);
+    a.emb.padding_idx = 1; /* rows 1 give zeros and no gradient */
+    CHECK_GRAD(r, f_embedding, &a, 0, W);
+    a.idx = index_in(r->ctx, SG_I64, 0, NULL, (int64_t[]){4}); /* 0-d index */
+    CHECK_GRAD(r, f_embedding, &a, 0, W);
+}
+
+static void case_embedding_bag(case_run *r)
+{
+    sg_tensor *W = D64(r, -1, 1, 7, 3), *weights = D64(r, -1, 1, 8);
+    const int64_t v[8] = {1, 6, 1, 0, 2, 2, 5, 3};
+    args a = {.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){8}, v),
+              .offsets = index_in(r->ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5})}; /* bag 1 empty */
+    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
+        a.mode = (sg_bag_mode)mode;
+        CHECK_GRAD(r, f_embedding_bag, &a, 0, W);
+    }
+    a.mode = SG_BAG_SUM;
+    a.weighted = true;
+    CHECK_GRAD(r, f_embedding_bag, &a, 0, W, weights);
+}
+
+static void case_index_select(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 5, 4, 2);
+    args a = {.idx = index_in(r->ctx, SG_I32, 1, (int64_t[]){5}, (int64_t[]){3, 0, 3, 1, 3})};
+    for (int dim = 0; dim < 2; dim++) {
+        a.dim = dim;
+        CHECK_GRAD(r, f_index_select, &a, 0, x);
+    }
+    a.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){1, 1, 0});
+    a.dim = 2;
+    CHECK_GRAD(r, f_index_select, &a, 0, x);
+    a.dim = -1;
+    CHECK_GRAD(r, f_index_select, &a, 0, x);
+    args chain = {.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){4}, (int64_t[]){2, 0, 2, 1}),
+                  .idx2 = index_in(r->ctx, SG_I64, 1, (int64_t[]){6}, (int64_t[]){4, 4, 0, 2, 1, 3}),
+                  .start = 1, .end = 4};
+    CHECK_GRAD(r, f_select_slice_select, &chain, 0, x);
+}
+
+static void case_slice(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 5, 4, 2);
+    CHECK_GRAD(r, f_slice, ARG(.start = 1, .end = 4), 0, x);
+    CHECK_GRAD(r, f_slice, ARG(.start = 0, .end = 5), 0, D64(r, -1, 1, 5));
+    CHECK_GRAD(r, f_slice, ARG(.start = 2, .end = 2), 0, x); /* empty */
+}
+
+static void case_to_dense(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_to_dense), 0, coo_in(r->ctx, 2, (int64_t[]){3, 4}, 2, 7, 6));
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_to_dense), 0, coo_in(r->ctx, 3, (int64_t[]){4, 2, 3}, 1, 3, 0));
+}
+
+static void case_to_sparse(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 4, 2, 3);
+    double *xd = sg_tensor_f64(x);
+    for (int j = 0; xd && j < 6; j++) xd[6 + j] = 0; /* row 1 is zero */
+    if (xd) xd[0] = 0;
+    for (int sd = 1; sd <= 3; sd++) CHECK_GRAD(r, f_to_sparse, ARG(.sparse_dim = sd), 0, x);
+}
+
+static void case_sparse_mask(case_run *r)
+{
+    int64_t sh[3] = {4, 2, 3};
+    args a = {.mask = coo_in(r->ctx, 3, sh, 2, 5, 0)};
+    CHECK_GRAD(r, f_sparse_mask, &a, 0, D64(r, -1, 1, 4, 2, 3));
+    sg_tensor *s = coo_in(r->ctx, 3, sh, 2, 9, 5);
+    CHECK_GRAD(r, f_sparse_mask, &a, 0, s);
+    CHECK_GRAD(r, f_sparse_mask, &a, 0, coo_in(r->ctx, 3, sh, 1, 3, 0)); /* x less sparse */
+    a.mask = s; /* s on its own pattern, masked: a non-masked check would perturb the mask */
+    CHECK_GRAD(r, f_sparse_mask, &a, 1, s);
+}
+
+static void case_sgns_loss(case_run *r)
+{
+    enum { B = 3, T = 3, D = 4, V = 5 };
+    sg_tensor *h = D64(r, -1, 1, B, D), *W = D64(r, -1, 1, V, D);
+    /* row 2 appears three times (duplicates must sum), row 4 never */
+    const int64_t tv[B * T] = {2, 0, 1, 3, 2, 2, 0, 1, 3};
+    for (int k = 0; k < 2; k++) {
+        args a = {.idx = index_in(r->ctx, k ? SG_I32 : SG_I64, 2, (int64_t[]){B, T}, tv)};
+        CHECK_GRAD(r, f_sgns_loss, &a, 0, h, W);
+    }
+    args one = {.idx = index_in(r->ctx, SG_I64, 2, (int64_t[]){B, 1}, (int64_t[]){1, 4, 1})}; /* T = 1 */
+    CHECK_GRAD(r, f_sgns_loss, &one, 0, h, W);
+}
+
+typedef struct {
+    const char *op; /* an ops.def entry's fn */
+    void (*run)(case_run *r);
+} op_case;
+
+static const op_case cases[] = {
+    {"add", case_add},
+    {"sub", case_sub},
+    {"mul", case_mul},
+    {"div", case_div},
+    {"scale", case_scale},
+    {"matmul", case_matmul},
+    {"rowdot", case_rowdot},
+    {"sum", case_sum},
+    {"mean", case_mean},
+    {"sum_dim", case_sum_dim},
+    {"mean_dim", case_mean_dim},
+    {"relu", case_relu},
+    {"sigmoid", case_sigmoid},
+    {"tanh", case_tanh},
+    {"exp", case_exp},
+    {"log", case_log},
+    {"log_sigmoid", case_log_sigmoid},
+    {"softmax", case_softmax},
+    {"log_softmax", case_log_softmax},
+    {"cross_entropy", case_cross_entropy},
+    {"bce_with_logits", case_bce_with_logits},
+    {"reshape", case_reshape},
+    {"transpose", case_transpose},
+    {"concat", case_concat},
+    {"embedding", case_embedding},
+    {"embedding_bag", case_embedding_bag},
+    {"index_select", case_index_select},
+    {"slice", case_slice},
+    {"to_dense", case_to_dense},
+    {"to_sparse", case_to_sparse},
+    {"sparse_mask", case_sparse_mask},
+    {"sgns_loss", case_sgns_loss},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* The case keyed to op fn in cs[0..m), NULL if none. */
+static const op_case *case_for(const op_case *cs, int m, const char *fn)
+{
+    for (int i = 0; i < m; i++)
+        if (strcmp(cs[i].op, fn) == 0) return &cs[i];
+    return NULL;
+}
+
+/* Ops of list[0..n) without a case in cs[0..m), each named on stderr unless quiet. */
+static int ops_without_case(const op_entry *list, int n, const op_case *cs, int m, bool quiet)
+{
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        if (!case_for(cs, m, list[i].fn)) {
+            if (!quiet)
+                fprintf(stderr, "  sg_%s is in src/ops/ops.def but has no case here\n", list[i].fn);
+            missing++;
+        }
+    return missing;
+}
+
+static sg_ctx *case_ctx(void)
+{
+    sg_ctx_opts o = {{NULL, NULL, NULL}, 0, 0, 5};
+    return sg_ctx_new(&o);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+TEST(the_list_names_each_op_and_node_once)
+{
+    CHECK(N_OPS > 0);
+    for (int i = 0; i < N_OPS; i++) {
+        CHECK(op_list[i].addr != NULL && op_list[i].names[0] != NULL);
+        for (int j = 0; j < i; j++) CHECK(strcmp(op_list[i].fn, op_list[j].fn) != 0);
+        for (int k = 0; k < MAX_NAMES && op_list[i].names[k]; k++) {
+            int op, at;
+            CHECK(find_name(op_list, N_OPS, op_list[i].names[k], &op, &at) && op == i && at == k);
+        }
+    }
+}
+
+TEST(every_case_is_keyed_to_a_listed_op_once)
+{
+    for (int i = 0; i < N_CASES; i++) {
+        bool listed = false;
+        for (int j = 0; j < N_OPS; j++) listed |= strcmp(op_list[j].fn, cases[i].op) == 0;
+        if (!listed) fprintf(stderr, "  case \"%s\" is keyed to no op of src/ops/ops.def\n", cases[i].op);
+        CHECK(listed);
+        CHECK(case_for(cases, N_CASES, cases[i].op) == &cases[i]);
+    }
+}
+
+TEST(every_listed_op_passes_its_gradcheck_case)
+{
+    CHECK(ops_without_case(op_list, N_OPS, cases, N_CASES, false) == 0);
+    for (int i = 0; i < N_OPS; i++) {
+        const op_case *c = case_for(cases, N_CASES, op_list[i].fn);
+        if (!c) continue;
+        case_run r = {case_ctx(), i, 0, 0, false};
+        CHECK(r.ctx != NULL);
+        if (!r.ctx) return;
+        c->run(&r);
+        r.failures += unrecorded_names(&r);
+        if (r.failures) fprintf(stderr, "  sg_%s: %d failed checks\n", op_list[i].fn, r.failures);
+        tu_failures += r.failures;
+        sg_ctx_free(r.ctx);
+    }
+}
+
+/* Public functions that return a tensor but record no tape node (constructors, views of a
+ * tensor's parts, gradients, optimizer state, the non-differentiable coalesce). */
+static const char *const untaped[] = {
+    "tensor_new", "tensor_from_data", "tensor_new_tmp", "tensor_requires_grad", "coo_new",
+    "coo_indices", "coo_values", "coalesce", "tensor_grad", "grads_param", "optim_param",
+    "optim_state", "wordvec_vectors",
+};
+
+/* Functions declared "SG_API sg_tensor *sg_<name>(" in header text that are neither in the
+ * list nor untaped, each named on stderr unless quiet. */
+static int unlisted_public_ops(const char *header, bool quiet)
+{
+    static const char decl[] = "SG_API sg_tensor *sg_";
+    int missing = 0;
+    for (const char *p = strstr(header, decl); p; p = strstr(p, decl)) {
+        p += sizeof decl - 1;
+        size_t len = strcspn(p, "(");
+        bool known = false;
+        for (int i = 0; i < N_OPS && !known; i++)
+            known = strlen(op_list[i].fn) == len && strncmp(op_list[i].fn, p, len) == 0;
+        for (size_t i = 0; i < sizeof untaped / sizeof untaped[0] && !known; i++)
+            known = strlen(untaped[i]) == len && strncmp(untaped[i], p, len) == 0;
+        if (!known) {
+            if (!quiet)
+                fprintf(stderr, "  sg_%.*s returns a tensor but is not in src/ops/ops.def\n", (int)len, p);
+            missing++;
+        }
+    }
+    return missing;
+}
+
+/* The whole file as a string (NULL if unreadable); the caller frees it. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (text && (fseek(f, 0, SEEK_SET) != 0 || fread(text, 1, (size_t)n, f) != (size_t)n)) {
+            free(text);
+            text = NULL;
+        }
+        if (text) text[n] = 0;
+    }
+    fclose(f);
+    return text;
+}
+
+TEST(every_public_function_returning_a_tensor_is_listed_or_untaped)
+{
+    char *header = read_text(SG_SOURCE_DIR "/include/sgrad.h");
+    CHECK(header != NULL);
+    if (!header) return;
+    CHECK(strstr(header, "SG_API sg_tensor *sg_embedding(") != NULL); /* the scan sees ops */
+    CHECK(unlisted_public_ops(header, false) == 0);
+    free(header);
+    CHECK(unlisted_public_ops("SG_API sg_tensor *sg_frobnicate(sg_tensor *x);", true) == 1);
+}
+
+/* ---- the checker itself can fail */
+
+/* y = x, recorded under a name that is not in the list; its backward is right. */
+static int unlisted_backward(sg_node *n, sg_tensor *gout) { return sg__accum_grad(n->in[0], gout, false); }
+static sg_tensor *f_unlisted_then_scale(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ud;
+    sg_tensor *x = in[0], *y = sg__tmp_like(x, false);
+    if (!y) return NULL;
+    memcpy(y->data, x->data, (size_t)x->numel * sizeof(double));
+    if (sg__needs_grad(ctx, 1, &x) && !sg__node_new(ctx, unlisted_backward, "not_in_the_list", y, 1, &x))
+        return NULL;
+    return sg_scale(y, 2);
+}
+
+static int op_index(const char *fn)
+{
+    for (int i = 0; i < N_OPS; i++)
+        if (strcmp(op_list[i].fn, fn) == 0) return i;
+    return -1;
+}
+
+TEST(checker_reports_an_unlisted_node_and_a_check_without_its_op)
+{
+    int scale = op_index("scale"), relu = op_index("relu");
+    CHECK(scale >= 0 && relu >= 0);
+    if (scale < 0 || relu < 0) return;
+    case_run r = {case_ctx(), scale, 0, 0, true};
+    sg_tensor *x = dense_in(r.ctx, -1, 1, SHAPE(2, 2));
+    CHECK_GRAD(&r, f_unlisted_then_scale, NULL, 0, x); /* the gradients are right */
+    CHECK(r.failures == 1);
+    CHECK(r.recorded == 1u);
+    r = (case_run){r.ctx, relu, 0, 0, true}; /* a check keyed to relu that records scale */
+    CHECK_GRAD(&r, f_scale, ARG(.s = 2), 0, x);
+    CHECK(r.failures == 1);
+    sg_ctx_free(r.ctx);
+}
+
+TEST(checker_reports_a_node_name_no_check_records)
+{
+    int add = op_index("add");
+    CHECK(add >= 0);
+    if (add < 0) return;
+    case_run r = {case_ctx(), add, 0, 0, true};
+    CHECK_GRAD(&r, f_binary, ARG(.bin = sg_add), 0, D64(&r, -1, 1, 2), D64(&r, -1, 1, 2));
+    CHECK(r.failures == 0);
+    CHECK(unrecorded_names(&r) == 1); /* the COO path, "sparse_add" */
+    sg_ctx_free(r.ctx);
+}
+
+TEST(checker_reports_a_listed_op_without_a_case)
+{
+    op_entry planted[N_OPS + 1];
+    memcpy(planted, op_list, sizeof op_list);
+    planted[N_OPS] = (op_entry){"not_an_op", NULL, {"not_an_op"}};
+    int missing = ops_without_case(op_list, N_OPS, cases, N_CASES, true);
+    CHECK(ops_without_case(planted, N_OPS + 1, cases, N_CASES, true) == missing + 1);
+    CHECK(ops_without_case(op_list, N_OPS, cases + 1, N_CASES - 1, true) == missing + 1);
+}
+
+/* y = 2x under the listed name "sg_scale", with a backward that claims dy/dx = 3. */
+static int wrong_scale_backward(sg_node *n, sg_tensor *gout)
+{
+    sg_tensor *g = sg__tmp_like(gout, false);
+    if (!g) return SG_ERR_NOMEM;
+    for (int64_t i = 0; i < g->numel; i++) ((double *)g->data)[i] = 3 * ((const double *)gout->data)[i];
+    return sg__accum_grad(n->in[0], g, true);
+}
+static sg_tensor *f_wrong_scale(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ud;
+    sg_tensor *x = in[0], *y = sg__tmp_like(x, false);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) ((double *)y->data)[i] = 2 * ((const double *)x->data)[i];
+    if (sg__needs_grad(ctx, 1, &x) && !sg__node_new(ctx, wrong_scale_backward, "sg_scale", y, 1, &x))
+        return NULL;
+    return y;
+}
+
+TEST(checker_reports_a_wrong_gradient)
+{
+    int scale = op_index("scale");
+    CHECK(scale >= 0);
+    if (scale < 0) return;
+    case_run r = {case_ctx(), scale, 0, 0, true};
+    CHECK_GRAD(&r, f_wrong_scale, NULL, 0, dense_in(r.ctx, -1, 1, SHAPE(3)));
+    CHECK(r.failures == 1 && r.recorded == 1u); /* the gradcheck only: the node is listed */
+    sg_ctx_free(r.ctx);
+}
+
+TEST_MAIN()
