@@ -241,7 +241,12 @@ SG_API sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
-/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense. */
+/* Accepted shapes (no other broadcasting; SG_ERR_SHAPE for the rest):
+ *   (M,K)   @ (K,N)   -> (M,N)
+ *   (B,M,K) @ (B,K,N) -> (B,M,N)    one product per batch
+ *   (B,M,K) @ (K,N)   -> (B,M,N)    b shared by every batch, as in numpy; b's gradient
+ *                                    sums over the batch
+ *   COO (M,K) @ dense (K,N) -> dense (M,N) */
 SG_API sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
 SG_API sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */
