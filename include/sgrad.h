@@ -213,7 +213,13 @@ SG_API int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alp
  * from loss; gradients of leaves that require grad go to the gradient store, accumulating
  * with what is already there. */
 SG_API int sg_backward(sg_tensor *loss);
-/* Backward from any output with a given incoming gradient of the same shape (dense or COO). */
+/* Backward from any output with a given incoming gradient of out's shape and dtype (dense
+ * or COO). out may be a leaf that requires grad: then grad_out is added to its stored
+ * gradient (as a gradient reaching it from an op would be) and nothing else runs.
+ * grad_out is borrowed, not copied: a leaf's gradient may be grad_out itself, so keep it
+ * alive and unchanged until sg_tape_reset. Errors: SG_ERR_NULL, SG_ERR_SHAPE (shape or
+ * dtype differs), SG_ERR_STATE (out does not require grad: a leaf without requires_grad,
+ * or an op result none of whose inputs needed a gradient). */
 SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 
 /* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
@@ -395,7 +401,11 @@ typedef struct {
     double atol; /* 0: 1e-5 */
     double rtol; /* 0: 1e-3 */
     int masked;  /* for COO inputs: 0 perturbs every element of the dense meaning;
-                    1 only the specified elements */
+                    1 only the specified elements. The analytical gradient is still
+                    compared at every element: at an unspecified one the numerical
+                    derivative is 0, so masked = 1 passes only if backward gives 0
+                    there (true when every path from the input goes through
+                    sg_sparse_mask; a non-masked op such as sg_to_dense fails it) */
 } sg_gradcheck_opts;
 
 typedef struct {
@@ -522,10 +532,14 @@ SG_API sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* LazyAdam, for sparse gradients: only the rows a gradient names step, each row counts its
  * own steps ("row_step") and its bias correction uses that count. It differs from dense
  * Adam in that an untouched row does not move (dense Adam keeps moving it along its
- * decaying first moment) and its moments do not decay while untouched; a row first seen at
- * step 1000 gets the full bias correction of a first step (implementations that use the
- * global step for every row shrink its first updates). Weight decay applies to touched rows
- * only. With a dense gradient every row is touched and LazyAdam equals Adam. */
+ * decaying first moment) and its moments do not decay while untouched. A row first seen at
+ * global step t gets the bias correction of a first step, so its first update is lr *
+ * sign(g) (for |g| >> eps). Implementations that use the global step t for every row scale
+ * that first update by (1 - beta1) / (1 - beta1^t) * sqrt((1 - beta2^t) / (1 - beta2)):
+ * with the default betas 0.74 at t = 2, 0.48 at t = 12 (the smallest), above 1 from
+ * t = 106 on, 2.5 at t = 1000, tending to (1 - beta1) / sqrt(1 - beta2) = 3.16; so it is
+ * damped early in training and amplified later. Weight decay applies to touched rows only.
+ * With a dense gradient every row is touched and LazyAdam equals Adam. */
 SG_API sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* Frees the optimizer and its state tensors and detaches its parameters. NULL: no-op. */
 SG_API void sg_optim_free(sg_optim *opt);

@@ -104,6 +104,37 @@ TEST(accessors_of_tensors)
     sg_ctx_free(ctx);
 }
 
+/* sg_backward_grad on a leaf adds grad_out to its gradient, borrowing grad_out (no copy);
+ * a second call accumulates without changing grad_out. A leaf that does not require grad
+ * is SG_ERR_STATE, a mismatched gradient SG_ERR_SHAPE. */
+TEST(backward_grad_on_a_leaf)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *g = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    CHECK_STATUS(ctx, sg_backward_grad(x, g), SG_OK);
+    CHECK(sg_tensor_grad(x) == g && sg_grads_count(ctx) == 1 && sg_grads_param(ctx, 0) == x);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    CHECK_STATUS(ctx, sg_backward_grad(x, g), SG_OK);
+    sg_tensor *gx = sg_tensor_grad(x);
+    for (int i = 0; gx && i < 3; i++) {
+        CHECK(sg_tensor_get(gx, i) == 2.0 * (i + 1));
+        CHECK(sg_tensor_get(g, i) == i + 1);
+    }
+    CHECK(gx != NULL && sg_grads_count(ctx) == 1);
+    sg_tensor *wrong = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){4});
+    CHECK_STATUS(ctx, sg_backward_grad(x, wrong), SG_ERR_SHAPE);
+    sg_tensor *f32 = sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){3});
+    CHECK_STATUS(ctx, sg_backward_grad(x, f32), SG_ERR_SHAPE);
+    sg_tensor *c = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3});
+    CHECK_STATUS(ctx, sg_backward_grad(c, g), SG_ERR_STATE);
+    CHECK(sg_tensor_grad(c) == NULL);
+    CHECK_STATUS(ctx, sg_backward_grad(tscale(c, 2), g), SG_ERR_STATE); /* nothing to reach */
+    sg_tape_reset(ctx);
+    CHECK(sg_tensor_grad(x) == NULL);
+    sg_ctx_free(ctx);
+}
+
 TEST(tensor_construction_errors)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
