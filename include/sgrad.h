@@ -89,12 +89,14 @@ SG_API sg_ctx *sg_ctx_new(const sg_ctx_opts *opts);
 /* Frees the context, its tape and every persistent tensor still alive. NULL: no-op. */
 SG_API void sg_ctx_free(sg_ctx *ctx);
 
+/* For ctx NULL: sg_ctx_status gives SG_ERR_NULL, sg_ctx_message "NULL context",
+ * sg_ctx_threads -1, sg_ctx_deterministic 0; the setters do nothing. */
 SG_API int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK if none */
 SG_API const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
 SG_API void sg_ctx_clear_error(sg_ctx *ctx);
 SG_API int sg_ctx_threads(const sg_ctx *ctx);
 SG_API void sg_ctx_set_threads(sg_ctx *ctx, int threads); /* <= 0: all available */
-SG_API int sg_ctx_deterministic(const sg_ctx *ctx);
+SG_API int sg_ctx_deterministic(const sg_ctx *ctx); /* 1 unless opts.nondeterministic */
 
 /* Bytes currently obtained from the allocator, and the most ever held at once since the
  * context was made or since the last sg_ctx_reset_peak. */
@@ -112,8 +114,9 @@ SG_API double sg_rand_uniform(sg_ctx *ctx); /* in [0, 1) */
 
 /* ---------------------------------------------------------------- tensors */
 
-typedef enum { SG_F32, SG_F64, SG_I32, SG_I64 } sg_dtype;
-typedef enum { SG_DENSE, SG_COO } sg_layout;
+/* The _INVALID values are never a tensor's: accessors return them for a NULL tensor. */
+typedef enum { SG_DTYPE_INVALID = -1, SG_F32, SG_F64, SG_I32, SG_I64 } sg_dtype;
+typedef enum { SG_LAYOUT_INVALID = -1, SG_DENSE, SG_COO } sg_layout;
 
 typedef struct sg_tensor sg_tensor;
 
@@ -132,23 +135,28 @@ SG_API void sg_tensor_free(sg_tensor *t);
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
  * (SG_ERR_DTYPE) for integer tensors, (SG_ERR_ARG) for non-leaf tensors. */
 SG_API sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad);
-SG_API int sg_tensor_get_requires_grad(const sg_tensor *t);
+SG_API int sg_tensor_get_requires_grad(const sg_tensor *t); /* 0 for NULL */
 
+/* Accessors. None records an error (a NULL tensor has no context to record it on); for
+ * t NULL each returns a value no tensor has: -1 for a count or size, SG_DTYPE_INVALID,
+ * SG_LAYOUT_INVALID, NULL for a pointer, NaN for an element, 0 for a yes/no question. */
 SG_API sg_ctx *sg_tensor_ctx(const sg_tensor *t);
 SG_API sg_dtype sg_tensor_dtype(const sg_tensor *t);
 SG_API sg_layout sg_tensor_layout(const sg_tensor *t);
-SG_API int sg_tensor_ndim(const sg_tensor *t);
-SG_API int64_t sg_tensor_dim(const sg_tensor *t, int i); /* negative i counts from the end */
+SG_API int sg_tensor_ndim(const sg_tensor *t); /* 0 for a scalar */
+/* Dimension i; negative i counts from the end; -1 when i is outside [-ndim, ndim). */
+SG_API int64_t sg_tensor_dim(const sg_tensor *t, int i);
+/* ndim dimensions, valid as long as t (not NULL for a 0-d tensor). */
 SG_API const int64_t *sg_tensor_shape(const sg_tensor *t);
 SG_API int64_t sg_tensor_numel(const sg_tensor *t); /* elements of the dense meaning */
 /* Dense data pointer (row-major), NULL for COO tensors. */
 SG_API void *sg_tensor_data(sg_tensor *t);
 SG_API float *sg_tensor_f32(sg_tensor *t);  /* NULL unless dense f32 */
 SG_API double *sg_tensor_f64(sg_tensor *t); /* NULL unless dense f64 */
-SG_API size_t sg_dtype_size(sg_dtype dtype);
+SG_API size_t sg_dtype_size(sg_dtype dtype); /* bytes per element; 0 for an unknown dtype */
 
 /* Element i (flat, of the dense meaning) as double; COO tensors sum their duplicates.
- * For tests and small tensors, not hot paths. */
+ * NaN for t NULL or i outside [0, numel). For tests and small tensors, not hot paths. */
 SG_API double sg_tensor_get(const sg_tensor *t, int64_t i);
 /* Fills a dense float tensor: sg_tensor_fill sets every element; sg_tensor_fill_uniform
  * draws from U[lo, hi) with the context's generator. Return SG_OK or an error code. */
@@ -169,6 +177,8 @@ SG_API int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
  * SG_ERR_DTYPE (values must be f32 or f64). */
 SG_API sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                       int sparse_dim, int64_t nnz, const int64_t *indices, const void *values);
+/* COO accessors; t NULL or dense is no COO tensor: the counts give -1, is_coalesced 0 and
+ * the views NULL. */
 SG_API int sg_coo_sparse_dim(const sg_tensor *t);
 SG_API int sg_coo_dense_dim(const sg_tensor *t);
 SG_API int64_t sg_coo_nnz(const sg_tensor *t);
@@ -201,7 +211,13 @@ SG_API int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alp
  * from loss; gradients of leaves that require grad go to the gradient store, accumulating
  * with what is already there. */
 SG_API int sg_backward(sg_tensor *loss);
-/* Backward from any output with a given incoming gradient of the same shape (dense or COO). */
+/* Backward from any output with a given incoming gradient of out's shape and dtype (dense
+ * or COO). out may be a leaf that requires grad: then grad_out is added to its stored
+ * gradient (as a gradient reaching it from an op would be) and nothing else runs.
+ * grad_out is borrowed, not copied: a leaf's gradient may be grad_out itself, so keep it
+ * alive and unchanged until sg_tape_reset. Errors: SG_ERR_NULL, SG_ERR_SHAPE (shape or
+ * dtype differs), SG_ERR_STATE (out does not require grad: a leaf without requires_grad,
+ * or an op result none of whose inputs needed a gradient). */
 SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 
 /* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
@@ -210,15 +226,15 @@ SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 SG_API sg_tensor *sg_tensor_grad(const sg_tensor *t);
 /* The gradient store lists only the leaves that received a gradient, in the order they got
  * it: iteration is O(leaves with gradients). */
-SG_API int64_t sg_grads_count(const sg_ctx *ctx);
-SG_API sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i);
+SG_API int64_t sg_grads_count(const sg_ctx *ctx);                /* -1 for ctx NULL */
+SG_API sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i); /* NULL out of range */
 
 /* Drops the tape: every tape tensor, every node and every stored gradient. O(1) in the
  * tape's size (plus O(leaves with gradients)); keeps the arena's memory for the next step. */
 SG_API void sg_tape_reset(sg_ctx *ctx);
 /* While disabled, ops record nothing (inference). Returns the previous setting. */
 SG_API int sg_set_grad_enabled(sg_ctx *ctx, int enabled);
-/* Number of nodes on the tape now. */
+/* Number of nodes on the tape now; -1 for ctx NULL. */
 SG_API int64_t sg_tape_nodes(const sg_ctx *ctx);
 
 /* ---------------------------------------------------------------- dense ops */
@@ -239,7 +255,12 @@ SG_API sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
-/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense. */
+/* Accepted shapes (no other broadcasting; SG_ERR_SHAPE for the rest):
+ *   (M,K)   @ (K,N)   -> (M,N)
+ *   (B,M,K) @ (B,K,N) -> (B,M,N)    one product per batch
+ *   (B,M,K) @ (K,N)   -> (B,M,N)    b shared by every batch, as in numpy; b's gradient
+ *                                    sums over the batch
+ *   COO (M,K) @ dense (K,N) -> dense (M,N) */
 SG_API sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
 SG_API sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */
@@ -251,6 +272,11 @@ SG_API sg_tensor *sg_tanh(sg_tensor *a);
 SG_API sg_tensor *sg_exp(sg_tensor *a);
 SG_API sg_tensor *sg_log(sg_tensor *a);
 SG_API sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
+/* softmax, log_softmax, cross_entropy and bce_with_logits (values and gradients) keep the
+ * dtype's accuracy however large the logits are: only differences from the slice's
+ * maximum enter (log_softmax = (x - max) - log1p(sum of exp(x - max) over the other
+ * elements)), never a rounded max + log(sum), which loses ulp(max)/2 (2e-4 for f32 logits
+ * near 1e4). */
 SG_API sg_tensor *sg_softmax(sg_tensor *a, int dim);
 SG_API sg_tensor *sg_log_softmax(sg_tensor *a, int dim);
 /* logits (N,C), targets (N) int32/int64 in [0,C) -> mean over N of -log_softmax[target].
@@ -373,7 +399,11 @@ typedef struct {
     double atol; /* 0: 1e-5 */
     double rtol; /* 0: 1e-3 */
     int masked;  /* for COO inputs: 0 perturbs every element of the dense meaning;
-                    1 only the specified elements */
+                    1 only the specified elements. The analytical gradient is still
+                    compared at every element: at an unspecified one the numerical
+                    derivative is 0, so masked = 1 passes only if backward gives 0
+                    there (true when every path from the input goes through
+                    sg_sparse_mask; a non-masked op such as sg_to_dense fails it) */
 } sg_gradcheck_opts;
 
 typedef struct {
@@ -500,10 +530,14 @@ SG_API sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* LazyAdam, for sparse gradients: only the rows a gradient names step, each row counts its
  * own steps ("row_step") and its bias correction uses that count. It differs from dense
  * Adam in that an untouched row does not move (dense Adam keeps moving it along its
- * decaying first moment) and its moments do not decay while untouched; a row first seen at
- * step 1000 gets the full bias correction of a first step (implementations that use the
- * global step for every row shrink its first updates). Weight decay applies to touched rows
- * only. With a dense gradient every row is touched and LazyAdam equals Adam. */
+ * decaying first moment) and its moments do not decay while untouched. A row first seen at
+ * global step t gets the bias correction of a first step, so its first update is lr *
+ * sign(g) (for |g| >> eps). Implementations that use the global step t for every row scale
+ * that first update by (1 - beta1) / (1 - beta1^t) * sqrt((1 - beta2^t) / (1 - beta2)):
+ * with the default betas 0.74 at t = 2, 0.48 at t = 12 (the smallest), above 1 from
+ * t = 106 on, 2.5 at t = 1000, tending to (1 - beta1) / sqrt(1 - beta2) = 3.16; so it is
+ * damped early in training and amplified later. Weight decay applies to touched rows only.
+ * With a dense gradient every row is touched and LazyAdam equals Adam. */
 SG_API sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* Frees the optimizer and its state tensors and detaches its parameters. NULL: no-op. */
 SG_API void sg_optim_free(sg_optim *opt);
@@ -589,8 +623,8 @@ SG_API int sg_wordvec_write(const char *path, const sg_tensor *table, const char
 SG_API sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
 /* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
 SG_API void sg_wordvec_free(sg_wordvec *wv);
-SG_API int64_t sg_wordvec_count(const sg_wordvec *wv); /* V */
-SG_API int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D */
+SG_API int64_t sg_wordvec_count(const sg_wordvec *wv); /* V; -1 for wv NULL */
+SG_API int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D; -1 for wv NULL */
 /* Word i (0-based, file order), or NULL when i is out of range. Owned by wv. */
 SG_API const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
 /* The (V,D) f32 vectors: a persistent tensor owned by wv (do not sg_tensor_free it). */

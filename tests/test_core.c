@@ -48,6 +48,93 @@ TEST(null_handling)
     CHECK(sg_tensor_new(NULL, SG_F32, 0, NULL) == NULL);
 }
 
+/* Every accessor answers NULL with a value no tensor (context, word table) has. */
+TEST(accessors_of_null_return_invalid_values)
+{
+    CHECK(sg_tensor_ctx(NULL) == NULL);
+    CHECK(sg_tensor_dtype(NULL) == SG_DTYPE_INVALID);
+    CHECK(sg_tensor_layout(NULL) == SG_LAYOUT_INVALID);
+    CHECK(sg_tensor_ndim(NULL) == -1);
+    CHECK(sg_tensor_dim(NULL, 0) == -1 && sg_tensor_dim(NULL, -1) == -1);
+    CHECK(sg_tensor_shape(NULL) == NULL);
+    CHECK(sg_tensor_numel(NULL) == -1);
+    CHECK(sg_tensor_data(NULL) == NULL && sg_tensor_f32(NULL) == NULL && sg_tensor_f64(NULL) == NULL);
+    CHECK(isnan(sg_tensor_get(NULL, 0)));
+    CHECK(sg_tensor_get_requires_grad(NULL) == 0);
+    CHECK(sg_tensor_grad(NULL) == NULL);
+    CHECK(sg_dtype_size(SG_DTYPE_INVALID) == 0 && sg_dtype_size((sg_dtype)17) == 0);
+    CHECK(sg_coo_sparse_dim(NULL) == -1 && sg_coo_dense_dim(NULL) == -1 && sg_coo_nnz(NULL) == -1);
+    CHECK(sg_coo_is_coalesced(NULL) == 0);
+    CHECK(sg_coo_indices(NULL) == NULL && sg_coo_values(NULL) == NULL);
+    CHECK(sg_ctx_status(NULL) == SG_ERR_NULL && strcmp(sg_ctx_message(NULL), "NULL context") == 0);
+    CHECK(sg_ctx_threads(NULL) == -1 && sg_ctx_deterministic(NULL) == 0);
+    CHECK(sg_grads_count(NULL) == -1 && sg_grads_param(NULL, 0) == NULL);
+    CHECK(sg_tape_nodes(NULL) == -1);
+    CHECK(sg_wordvec_count(NULL) == -1 && sg_wordvec_dim(NULL) == -1);
+    CHECK(sg_wordvec_word(NULL, 0) == NULL && sg_wordvec_vectors(NULL) == NULL);
+    CHECK(sg_wordvec_find(NULL, "a") == -1);
+}
+
+/* The same accessors on real tensors: their values, a dim out of range, COO accessors on a
+ * dense tensor (no COO tensor: -1, 0, NULL). */
+TEST(accessors_of_tensors)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *d = sg_tensor_new(ctx, SG_I32, 2, (int64_t[]){2, 3});
+    CHECK(sg_tensor_ctx(d) == ctx && sg_tensor_dtype(d) == SG_I32 && sg_tensor_layout(d) == SG_DENSE);
+    CHECK(sg_tensor_ndim(d) == 2 && sg_tensor_numel(d) == 6 && sg_tensor_shape(d)[1] == 3);
+    CHECK(sg_tensor_dim(d, 0) == 2 && sg_tensor_dim(d, -1) == 3 && sg_tensor_dim(d, -2) == 2);
+    CHECK(sg_tensor_dim(d, 2) == -1 && sg_tensor_dim(d, -3) == -1);
+    CHECK(sg_tensor_data(d) != NULL && sg_tensor_f32(d) == NULL && sg_tensor_f64(d) == NULL);
+    CHECK(isnan(sg_tensor_get(d, 6)) && isnan(sg_tensor_get(d, -1)) && sg_tensor_get(d, 5) == 0);
+    CHECK(sg_coo_sparse_dim(d) == -1 && sg_coo_dense_dim(d) == -1 && sg_coo_nnz(d) == -1);
+    CHECK(sg_coo_is_coalesced(d) == 0 && sg_coo_indices(d) == NULL && sg_coo_values(d) == NULL);
+    sg_tensor *s = sg_tensor_new(ctx, SG_F64, 0, NULL);
+    CHECK(sg_tensor_ndim(s) == 0 && sg_tensor_numel(s) == 1 && sg_tensor_dim(s, 0) == -1);
+    CHECK(sg_tensor_shape(s) != NULL && sg_tensor_f64(s) != NULL);
+    const int64_t idx[2] = {0, 2};
+    const float val[4] = {1, 2, 3, 4};
+    sg_tensor *c = sg_coo_new(ctx, SG_F32, 2, (int64_t[]){3, 2}, 1, 2, idx, val);
+    CHECK(sg_tensor_layout(c) == SG_COO && sg_tensor_numel(c) == 6 && sg_tensor_data(c) == NULL);
+    CHECK(sg_coo_sparse_dim(c) == 1 && sg_coo_dense_dim(c) == 1 && sg_coo_nnz(c) == 2);
+    CHECK(sg_coo_indices(c) != NULL && sg_coo_values(c) != NULL);
+    CHECK(sg_tensor_get(c, 5) == 4 && sg_tensor_get(c, 2) == 0);
+    CHECK(sg_ctx_threads(ctx) >= 1 && sg_ctx_deterministic(ctx) == 1);
+    CHECK(sg_grads_count(ctx) == 0 && sg_tape_nodes(ctx) == 0);
+    sg_ctx_free(ctx);
+}
+
+/* sg_backward_grad on a leaf adds grad_out to its gradient, borrowing grad_out (no copy);
+ * a second call accumulates without changing grad_out. A leaf that does not require grad
+ * is SG_ERR_STATE, a mismatched gradient SG_ERR_SHAPE. */
+TEST(backward_grad_on_a_leaf)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3}), 1);
+    sg_tensor *g = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    CHECK_STATUS(ctx, sg_backward_grad(x, g), SG_OK);
+    CHECK(sg_tensor_grad(x) == g && sg_grads_count(ctx) == 1 && sg_grads_param(ctx, 0) == x);
+    CHECK(sg_tape_nodes(ctx) == 0);
+    CHECK_STATUS(ctx, sg_backward_grad(x, g), SG_OK);
+    sg_tensor *gx = sg_tensor_grad(x);
+    for (int i = 0; gx && i < 3; i++) {
+        CHECK(sg_tensor_get(gx, i) == 2.0 * (i + 1));
+        CHECK(sg_tensor_get(g, i) == i + 1);
+    }
+    CHECK(gx != NULL && sg_grads_count(ctx) == 1);
+    sg_tensor *wrong = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){4});
+    CHECK_STATUS(ctx, sg_backward_grad(x, wrong), SG_ERR_SHAPE);
+    sg_tensor *f32 = sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){3});
+    CHECK_STATUS(ctx, sg_backward_grad(x, f32), SG_ERR_SHAPE);
+    sg_tensor *c = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3});
+    CHECK_STATUS(ctx, sg_backward_grad(c, g), SG_ERR_STATE);
+    CHECK(sg_tensor_grad(c) == NULL);
+    CHECK_STATUS(ctx, sg_backward_grad(tscale(c, 2), g), SG_ERR_STATE); /* nothing to reach */
+    sg_tape_reset(ctx);
+    CHECK(sg_tensor_grad(x) == NULL);
+    sg_ctx_free(ctx);
+}
+
 TEST(tensor_construction_errors)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

@@ -333,6 +333,11 @@ static void case_matmul(case_run *r)
     CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 1, 6), D64(r, -1, 1, 6, 1));
     CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3, 4), D64(r, -1, 1, 2, 4, 2));
     CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 5), constant(D64(r, -1, 1, 5, 2)));
+    /* (B,M,K)@(K,N): b shared by the batch, its gradient summed over it */
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 3, 2, 4), D64(r, -1, 1, 4, 5));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 1, 1, 3), D64(r, -1, 1, 3, 1));
+    CHECK_GRAD(r, f_binary, &a, 0, D64(r, -1, 1, 2, 3, 5), constant(D64(r, -1, 1, 5, 2)));
+    CHECK_GRAD(r, f_binary, &a, 0, constant(D64(r, -1, 1, 2, 3, 5)), D64(r, -1, 1, 5, 2));
     sg_tensor *x = D64(r, -1, 1, 3, 3), *m = D64(r, -1, 1, 2, 3, 3);
     CHECK_GRAD(r, f_binary, &a, 0, x, x);
     CHECK_GRAD(r, f_binary, &a, 0, m, m);

@@ -164,6 +164,58 @@ TEST(values_matmul_against_naive_loop)
     sg_ctx_free(ctx);
 }
 
+/* (B,M,K)@(K,N) against a naive loop per batch, at sizes that cross the blocks; its
+ * backward against naive products: dA[b] = G[b] @ B^T and dB = sum over b of A[b]^T @ G[b].
+ * Also empty batches and an empty contraction. */
+TEST(values_matmul_shared_right_operand_against_naive_loop)
+{
+    sg_ctx *ctx = new_ctx(0);
+    const int Bn = 3, M = 17, K = 140, N = 260;
+    sg_tensor *a = P64(ctx, -1, 1, Bn, M, K), *b = P64(ctx, -1, 1, K, N);
+    sg_tensor *g = P64(ctx, -1, 1, Bn, M, N);
+    sg_tensor_requires_grad(g, 0);
+    sg_tensor *c = sg_matmul(a, b);
+    CHECK(c && sg_tensor_ndim(c) == 3 && sg_tensor_dim(c, 0) == Bn && sg_tensor_dim(c, 1) == M &&
+          sg_tensor_dim(c, 2) == N);
+    const double *A = sg_tensor_f64(a), *B = sg_tensor_f64(b), *G = sg_tensor_f64(g);
+    double *ref = malloc(sizeof(double) * M * N);
+    double worst = 0;
+    for (int bi = 0; c && bi < Bn; bi++) {
+        naive_mm(A + bi * M * K, B, ref, M, K, N);
+        for (int i = 0; i < M * N; i++) worst = fmax(worst, fabs(sg_tensor_f64(c)[bi * M * N + i] - ref[i]));
+    }
+    CHECK(c && worst < 1e-12);
+    free(ref);
+
+    CHECK_STATUS(ctx, sg_backward(sg_sum(sg_mul(g, c))), SG_OK);
+    sg_tensor *ga = sg_tensor_grad(a), *gb = sg_tensor_grad(b);
+    CHECK(ga && gb && sg_tensor_ndim(ga) == 3 && sg_tensor_ndim(gb) == 2);
+    worst = 0;
+    for (int bi = 0; ga && bi < Bn; bi++)
+        for (int i = 0; i < M; i++)
+            for (int k = 0; k < K; k++) {
+                long double s = 0;
+                for (int j = 0; j < N; j++) s += (long double)G[(bi * M + i) * N + j] * B[k * N + j];
+                worst = fmax(worst, fabs(sg_tensor_get(ga, (bi * M + i) * K + k) - (double)s));
+            }
+    for (int k = 0; gb && k < K; k++)
+        for (int j = 0; j < N; j++) {
+            long double s = 0;
+            for (int bi = 0; bi < Bn; bi++)
+                for (int i = 0; i < M; i++) s += (long double)A[(bi * M + i) * K + k] * G[(bi * M + i) * N + j];
+            worst = fmax(worst, fabs(sg_tensor_get(gb, k * N + j) - (double)s));
+        }
+    CHECK(worst < 1e-11);
+    sg_tape_reset(ctx);
+
+    sg_tensor *e = sg_matmul(P64(ctx, -1, 1, 0, 2, 3), P64(ctx, -1, 1, 3, 4));
+    CHECK(e && sg_tensor_ndim(e) == 3 && sg_tensor_dim(e, 0) == 0 && sg_tensor_dim(e, 2) == 4);
+    sg_tensor *k0 = sg_matmul(P64(ctx, -1, 1, 2, 2, 0), P64(ctx, -1, 1, 0, 3)); /* zeros */
+    CHECK(k0 && sg_tensor_numel(k0) == 12);
+    for (int i = 0; k0 && i < 12; i++) CHECK(sg_tensor_get(k0, i) == 0);
+    sg_ctx_free(ctx);
+}
+
 /* Large backward (the blocked, transposed paths) against naive products:
  * loss = sum(G * (A @ B)) gives dA = G @ B^T and dB = A^T @ G. */
 TEST(values_matmul_backward_against_naive_loop)
@@ -469,7 +521,7 @@ TEST(grad_composite_network)
 static size_t run_kernels(int threads, unsigned char *out, size_t cap)
 {
     sg_ctx *ctx = new_ctx(threads);
-    sg_tensor *a = P32(ctx, -1, 1, 96, 200), *b = P32(ctx, -1, 1, 200, 150);
+    sg_tensor *a = P32(ctx, -1, 1, 2, 48, 200), *b = P32(ctx, -1, 1, 200, 150); /* b shared */
     sg_tensor *big = P32(ctx, -1, 1, 300, 400);
     sg_tensor *outs[8];
     outs[0] = sg_matmul(a, b);
@@ -581,6 +633,10 @@ TEST(errors_shape_dtype_dim)
     EXPECT_FAIL(ctx, sg_matmul(a, a), SG_ERR_SHAPE, "sg_matmul");
     EXPECT_FAIL(ctx, sg_matmul(c, a), SG_ERR_SHAPE, "sg_matmul");
     EXPECT_FAIL(ctx, sg_matmul(c, P64(ctx, -1, 1, 3, 4, 2)), SG_ERR_SHAPE, "sg_matmul");
+    EXPECT_FAIL(ctx, sg_matmul(c, P64(ctx, -1, 1, 3, 2)), SG_ERR_SHAPE, "(K,N)"); /* K 4 vs 3 */
+    EXPECT_FAIL(ctx, sg_matmul(P64(ctx, -1, 1, 2, 4), c), SG_ERR_SHAPE, "sg_matmul"); /* 2-D @ 3-D */
+    EXPECT_FAIL(ctx, sg_matmul(c, b), SG_ERR_SHAPE, "sg_matmul");                      /* 1-D */
+    EXPECT_FAIL(ctx, sg_matmul(P64(ctx, -1, 1, 1, 2, 3, 4), P64(ctx, -1, 1, 4, 2)), SG_ERR_SHAPE, "sg_matmul");
     EXPECT_FAIL(ctx, sg_matmul(a, f), SG_ERR_DTYPE, "sg_matmul");
     EXPECT_FAIL(ctx, sg_rowdot(a, P64(ctx, -1, 1, 2, 4)), SG_ERR_SHAPE, "sg_rowdot");
     EXPECT_FAIL(ctx, sg_rowdot(c, c), SG_ERR_SHAPE, "sg_rowdot");

@@ -99,7 +99,7 @@ TEST(coo_new_validates)
     CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_NULL);
     CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == 0); /* nothing allocated on error */
     CHECK(sg_coo_new(NULL, SG_F64, 2, shape, 2, 2, ok, val) == NULL);
-    CHECK(sg_coo_nnz(NULL) == 0 && sg_coo_indices(NULL) == NULL && sg_coalesce(NULL) == NULL);
+    CHECK(sg_coo_nnz(NULL) == -1 && sg_coo_indices(NULL) == NULL && sg_coalesce(NULL) == NULL);
     sg_ctx_free(ctx);
 }
 

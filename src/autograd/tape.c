@@ -34,7 +34,7 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
     return node;
 }
 
-int64_t sg_tape_nodes(const sg_ctx *ctx) { return ctx ? ctx->n_nodes : 0; }
+int64_t sg_tape_nodes(const sg_ctx *ctx) { return ctx ? ctx->n_nodes : -1; }
 
 struct sg__deferred {
     sg__deferred_fn fn;
@@ -114,7 +114,7 @@ void sg_tensor_free(sg_tensor *t)
     sg__tensor_destroy(t);
 }
 
-int64_t sg_grads_count(const sg_ctx *ctx) { return ctx ? ctx->store_len : 0; }
+int64_t sg_grads_count(const sg_ctx *ctx) { return ctx ? ctx->store_len : -1; }
 
 sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i)
 {

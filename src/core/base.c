@@ -103,7 +103,7 @@ void sg_ctx_clear_error(sg_ctx *ctx)
     ctx->message[0] = '\0';
 }
 
-int sg_ctx_threads(const sg_ctx *ctx) { return ctx ? ctx->threads : 1; }
+int sg_ctx_threads(const sg_ctx *ctx) { return ctx ? ctx->threads : -1; }
 
 void sg_ctx_set_threads(sg_ctx *ctx, int threads)
 {
@@ -117,7 +117,7 @@ void sg_ctx_set_threads(sg_ctx *ctx, int threads)
 }
 
 int sg__threads(const sg_ctx *ctx) { return ctx ? ctx->threads : 1; }
-int sg_ctx_deterministic(const sg_ctx *ctx) { return ctx ? !ctx->nondeterministic : 1; }
+int sg_ctx_deterministic(const sg_ctx *ctx) { return ctx ? !ctx->nondeterministic : 0; }
 
 sg_mem_stats sg_ctx_mem_stats(const sg_ctx *ctx)
 {

@@ -14,6 +14,7 @@ size_t sg_dtype_size(sg_dtype dtype)
     case SG_F64: return 8;
     case SG_I32: return 4;
     case SG_I64: return 8;
+    case SG_DTYPE_INVALID: break;
     }
     return 0;
 }
@@ -239,17 +240,17 @@ sg_tensor *sg_tensor_requires_grad(sg_tensor *t, int requires_grad)
 
 int sg_tensor_get_requires_grad(const sg_tensor *t) { return t ? t->requires_grad : 0; }
 sg_ctx *sg_tensor_ctx(const sg_tensor *t) { return t ? t->ctx : NULL; }
-sg_dtype sg_tensor_dtype(const sg_tensor *t) { return t ? t->dtype : SG_F32; }
-sg_layout sg_tensor_layout(const sg_tensor *t) { return t ? t->layout : SG_DENSE; }
-int sg_tensor_ndim(const sg_tensor *t) { return t ? t->ndim : 0; }
+sg_dtype sg_tensor_dtype(const sg_tensor *t) { return t ? t->dtype : SG_DTYPE_INVALID; }
+sg_layout sg_tensor_layout(const sg_tensor *t) { return t ? t->layout : SG_LAYOUT_INVALID; }
+int sg_tensor_ndim(const sg_tensor *t) { return t ? t->ndim : -1; }
 const int64_t *sg_tensor_shape(const sg_tensor *t) { return t ? t->shape : NULL; }
-int64_t sg_tensor_numel(const sg_tensor *t) { return t ? t->numel : 0; }
+int64_t sg_tensor_numel(const sg_tensor *t) { return t ? t->numel : -1; }
 
 int64_t sg_tensor_dim(const sg_tensor *t, int i)
 {
-    if (!t) return 0;
+    if (!t) return -1;
     if (i < 0) i += t->ndim;
-    if (i < 0 || i >= t->ndim) return 0;
+    if (i < 0 || i >= t->ndim) return -1;
     return t->shape[i];
 }
 
@@ -264,6 +265,7 @@ double sg__dense_at(const sg_tensor *t, int64_t i)
     case SG_F64: return ((const double *)t->data)[i];
     case SG_I32: return ((const int32_t *)t->data)[i];
     case SG_I64: return (double)((const int64_t *)t->data)[i];
+    case SG_DTYPE_INVALID: break;
     }
     return 0;
 }

@@ -125,8 +125,8 @@ void sg_wordvec_free(sg_wordvec *wv)
     sg__free(ctx, wv);
 }
 
-int64_t sg_wordvec_count(const sg_wordvec *wv) { return wv ? wv->count : 0; }
-int64_t sg_wordvec_dim(const sg_wordvec *wv) { return wv ? wv->dim : 0; }
+int64_t sg_wordvec_count(const sg_wordvec *wv) { return wv ? wv->count : -1; }
+int64_t sg_wordvec_dim(const sg_wordvec *wv) { return wv ? wv->dim : -1; }
 sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv) { return wv ? wv->vectors : NULL; }
 
 const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i)

@@ -8,6 +8,7 @@ const char *sg__op_dtype_name(sg_dtype d)
     case SG_F64: return "f64";
     case SG_I32: return "i32";
     case SG_I64: return "i64";
+    case SG_DTYPE_INVALID: break;
     }
     return "?";
 }

@@ -4,8 +4,10 @@
  * Invariants: every target is validated before anything is allocated or written. Per-row
  * (per-element) terms are computed in parallel into a buffer and summed in index order on
  * one thread, so the loss does not depend on the thread count. Formulas are stable for
- * any finite logit: log-sum-exp subtracts the row maximum; BCE uses
- * max(x,0) - x*t + log1p(exp(-|x|)). */
+ * any finite logit, and no intermediate rounds a sum that holds a large logit which a
+ * later subtraction takes away again (lse = m + log(s), then lse - x, loses ulp(m)/2):
+ * log-sum-exp is split around the row maximum as in softmax.c, BCE is written per sign of
+ * the logit. */
 #include "ops/ops.h"
 
 #include <tgmath.h>
@@ -21,14 +23,16 @@ static void set_scalar(sg_tensor *t, double v)
 
 /* ---------------------------------------------------------------- cross_entropy */
 
-/* Forward (g NULL): lse[i] = log-sum-exp of row i, term[i] = lse[i] - x[i, t_i].
- * Backward: dst[i,c] = scale * (exp(x[i,c] - lse[i]) - [c == t_i]). */
+/* Forward (dst NULL): per row i, with m its maximum and l = log1p(rest) its log-sum-exp
+ * beyond m (sg__softmax_rest): lse[i] = (m, l) and term[i] = l - (x[i,t_i] - m).
+ * Backward: dst[i,c] = scale * exp((x[i,c] - m) - l), and at c = t_i
+ * scale * expm1((x[i,t_i] - m) - l), which keeps p - 1 accurate when p is close to 1. */
 typedef struct {
     sg_dtype dtype;
     int64_t C;
     const void *x;
     const sg_tensor *targets;
-    void *lse;
+    void *lse; /* (N,2): m, l */
     double *term;
     void *dst;
     double scale;
@@ -44,24 +48,26 @@ static void ce_run(void *ud, int64_t lo, int64_t hi)
             const T *x = (const T *)J->x + i * C;
             const int64_t t = sg__idx_at(J->targets, i);
             if (!J->dst) {
-                T m = -INFINITY;
-                for (int64_t c = 0; c < C; c++)
-                    if (x[c] > m) m = x[c];
-                T s = 0;
-                for (int64_t c = 0; c < C; c++) s += exp(x[c] - m);
-                lse[i] = m + log(s);
-                J->term[i] = (double)(lse[i] - x[t]);
+                double max;
+                const T rest = (T)sg__softmax_rest(J->dtype, x, C, 1, &max);
+                const T m = (T)max;
+                const T l = log1p(rest);
+                lse[2 * i] = m;
+                lse[2 * i + 1] = l;
+                J->term[i] = (double)l - (double)(x[t] - m);
             } else {
+                const T m = lse[2 * i];
+                const T l = lse[2 * i + 1];
                 T *d = (T *)J->dst + i * C;
                 const T scale = (T)J->scale;
-                for (int64_t c = 0; c < C; c++) d[c] = scale * exp(x[c] - lse[i]);
-                d[t] -= scale;
+                for (int64_t c = 0; c < C; c++) d[c] = scale * exp((x[c] - m) - l);
+                d[t] = scale * expm1((x[t] - m) - l);
             }
         }
     });
 }
 
-/* saved[0]: lse (N), saved[1]: targets. */
+/* saved[0]: lse (N,2), saved[1]: targets. */
 static int ce_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *x = n->in[0];
@@ -104,7 +110,8 @@ sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets)
                             (long long)i, (long long)t, (long long)C,
                             sg__shape_str(logits, sl, sizeof sl));
     }
-    sg_tensor *lse = sg__tmp(ctx, logits->dtype, 1, &N, false);
+    const int64_t lse_shape[2] = {N, 2};
+    sg_tensor *lse = sg__tmp(ctx, logits->dtype, 2, lse_shape, false);
     double *term = N ? sg__arena_alloc(ctx, (size_t)N * sizeof(double)) : NULL;
     if (!lse || (N && !term)) return NULL;
     sg_tensor *out = sg__tmp(ctx, logits->dtype, 0, logits->shape, false);
@@ -125,8 +132,11 @@ sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets)
 
 /* ---------------------------------------------------------------- bce_with_logits */
 
-/* Forward (g NULL): term[i] = max(x,0) - x*t + log1p(exp(-|x|)). Backward: dx (which 0) =
- * scale * (sigmoid(x) - t), dt (which 1) = -scale * x. */
+/* Forward (dst NULL): term[i] = x*(1-t) + log1p(exp(-x)) for x > 0, -x*t + log1p(exp(x))
+ * otherwise (max(x,0) - x*t + log1p(exp(-|x|)) without the cancellation of x against
+ * x*t). Backward: dx (which 0) = scale * ((1-t) * sigmoid(x) - t * sigmoid(-x)), which is
+ * sigmoid(x) - t without the cancellation of sigmoid(x) against t = 1; dt (which 1) =
+ * -scale * x. */
 typedef struct {
     sg_dtype dtype;
     const void *x, *t;
@@ -149,10 +159,15 @@ static void bce_run(void *ud, int64_t lo, int64_t hi)
         for (int64_t i = lo; i < hi; i++) {
             const T xv = x[i];
             if (!d) {
-                J->term[i] = (double)((xv > zero ? xv : zero) - xv * t[i] + log1p(exp(-fabs(xv))));
+                J->term[i] = (double)(xv > zero ? xv * (one - t[i]) + log1p(exp(-xv))
+                                                : -xv * t[i] + log1p(exp(xv)));
             } else if (J->which == 0) {
-                const T sig = xv >= zero ? one / (one + exp(-xv)) : exp(xv) / (one + exp(xv));
-                d[i] = scale * (sig - t[i]);
+                const T e = exp(-fabs(xv));
+                const T sig_abs = one / (one + e);   /* sigmoid(|x|) */
+                const T sig_nabs = e / (one + e);    /* sigmoid(-|x|) */
+                const T sig = xv >= zero ? sig_abs : sig_nabs;
+                const T sig_neg = xv >= zero ? sig_nabs : sig_abs;
+                d[i] = scale * ((one - t[i]) * sig - t[i] * sig_neg);
             } else {
                 d[i] = -scale * xv;
             }

@@ -1,5 +1,6 @@
-/* Matrix products: matmul ((M,K)@(K,N), batched (B,M,K)@(B,K,N); COO @ dense is handed to
- * the sparse module) and rowdot.
+/* Matrix products: matmul ((M,K)@(K,N); batched (B,M,K)@(B,K,N); (B,M,K)@(K,N), one
+ * matrix for every batch, which is the 2-D product of the stacked (B*M,K) rows; COO @
+ * dense is handed to the sparse module) and rowdot.
  *
  * Invariants: every output element is produced by one thread, its terms added in
  * ascending order of the contracted index with a grouping fixed by compile-time block
@@ -127,13 +128,14 @@ static sg_tensor *transpose_last2(const sg_tensor *t, int64_t batch, int64_t R, 
     return out;
 }
 
-/* iarg: batch (0 for 2-D), M, K, N. dA = G @ B^T, dB = A^T @ G. For matmul(x, x) both
- * products go into one buffer (the second accumulates onto the first): one accumulation. */
+/* iarg: batch (1 unless b is batched), M (a's rows per batch: all of them when b is 2-D),
+ * K, N. dA = G @ B^T, dB = A^T @ G. For matmul(x, x) both products go into one buffer
+ * (the second accumulates onto the first): one accumulation. */
 static int matmul_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *a = n->in[0], *b = n->in[1];
     sg_ctx *ctx = a->ctx;
-    const int64_t batch = n->iarg[0] ? n->iarg[0] : 1;
+    const int64_t batch = n->iarg[0];
     const int64_t M = n->iarg[1], K = n->iarg[2], N = n->iarg[3];
     const bool same = a == b;
     sg_tensor *ga = NULL;
@@ -158,9 +160,10 @@ static int matmul_backward(sg_node *n, sg_tensor *gout)
     return SG_OK;
 }
 
-/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); COO (M,K) @ dense (K,N) -> dense.
- * Errors: SG_ERR_SHAPE for other ranks or mismatched K or B, SG_ERR_DTYPE, SG_ERR_LAYOUT
- * for a COO right operand. */
+/* (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); (B,M,K)@(K,N) -> (B,M,N) (b shared
+ * by every batch: the product of a's B*M stacked rows with b, so b's gradient A^T @ G
+ * sums over the batch); COO (M,K) @ dense (K,N) -> dense. Errors: SG_ERR_SHAPE for other
+ * ranks or mismatched K or B, SG_ERR_DTYPE, SG_ERR_LAYOUT for a COO right operand. */
 sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b)
 {
     SG__CHECK_NOTNULL(a);
@@ -171,26 +174,28 @@ sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b)
         return NULL;
     sg_ctx *ctx = a->ctx;
     char sa[96], sb[96];
-    const bool ok_rank = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && b->ndim == 3);
+    const bool ok_rank = (a->ndim == 2 || a->ndim == 3) && (b->ndim == 2 || b->ndim == a->ndim);
     if (!ok_rank || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] ||
-        (a->ndim == 3 && a->shape[0] != b->shape[0]))
+        (b->ndim == 3 && a->shape[0] != b->shape[0]))
         return sg__fail(ctx, SG_ERR_SHAPE,
-                        "sg_matmul: shapes %s and %s do not form (M,K)@(K,N) or "
-                        "(B,M,K)@(B,K,N)",
+                        "sg_matmul: shapes %s and %s do not form (M,K)@(K,N), "
+                        "(B,M,K)@(B,K,N) or (B,M,K)@(K,N)",
                         sg__shape_str(a, sa, sizeof sa), sg__shape_str(b, sb, sizeof sb));
-    const int64_t batch = a->ndim == 3 ? a->shape[0] : 1;
-    const int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
-    const int64_t N = b->shape[b->ndim - 1];
-    int64_t shape[3] = {batch, M, N};
-    sg_tensor *out = a->ndim == 3 ? sg__tmp(ctx, a->dtype, 3, shape, true)
-                                  : sg__tmp(ctx, a->dtype, 2, shape + 1, true);
+    /* A shared b makes a's batch part of the rows: one (batch*M,K)@(K,N) product. */
+    const int64_t batch = b->ndim == 3 ? b->shape[0] : 1;
+    const int64_t M = b->ndim == 3 ? a->shape[1] : sg__prod(a->shape, 0, a->ndim - 1);
+    const int64_t K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
+    int64_t shape[3];
+    for (int i = 0; i < a->ndim - 1; i++) shape[i] = a->shape[i];
+    shape[a->ndim - 1] = N;
+    sg_tensor *out = sg__tmp(ctx, a->dtype, a->ndim, shape, true);
     if (!out) return NULL;
     mm_run(ctx, a->dtype, batch, M, K, N, a->data, b->data, out->data);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(ctx, 2, in)) {
         sg_node *n = sg__node_new(ctx, matmul_backward, "sg_matmul", out, 2, in);
         if (!n) return NULL;
-        n->iarg[0] = a->ndim == 3 ? batch : 0;
+        n->iarg[0] = batch;
         n->iarg[1] = M;
         n->iarg[2] = K;
         n->iarg[3] = N;

@@ -21,6 +21,13 @@ bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out);
 /* Views t as (outer, len, inner) around dimension dim (already normalised). */
 void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner);
 
+/* Log-sum-exp of a slice of len >= 1 values x[0], x[stride], ... (f32/f64), split for
+ * accuracy (src/ops/softmax.c): *max = the largest value m, returned rest = the sum of
+ * exp(x - m) over every value but one maximum (both computed in the dtype, so the doubles
+ * convert back exactly): log(sum(exp(x))) = m + log1p(rest), and log_softmax is
+ * (x - m) - log1p(rest). NaN in, NaN out. */
+double sg__softmax_rest(sg_dtype dtype, const void *x, int64_t len, int64_t stride, double *max);
+
 /* ---- sparse paths of generic ops (src/ops/sparse_ops.c), recorded on the tape like any op.
  * The generic entry points (sg_add, sg_scale, sg_matmul, sg_sum) call these when an
  * operand is COO. */

@@ -1,12 +1,34 @@
-/* softmax and log_softmax along any dim.
+/* softmax and log_softmax along any dim, and the log-sum-exp split that they and
+ * cross_entropy share.
  *
  * Invariants: x is viewed as (outer, len, inner) around the dim; each (outer, inner) pair
- * is one independent slice of len elements with stride inner, normalised after
- * subtracting its maximum (no overflow for finite inputs). Slices are processed in
- * parallel, each by one thread in index order: deterministic. */
+ * is one independent slice of len elements with stride inner. A slice is normalised
+ * around its maximum m: log-probabilities are (x - m) - log1p(rest), where rest sums
+ * exp(x - m) over every element but one maximum, so no term carries the rounding error of
+ * m itself (m + log(s) would lose ulp(m)/2 for large logits) and those near 0 keep their
+ * relative accuracy; no overflow for finite inputs. Slices are processed in parallel,
+ * each by one thread in index order: deterministic. */
 #include "ops/ops.h"
 
 #include <tgmath.h>
+
+double sg__softmax_rest(sg_dtype dtype, const void *x, int64_t len, int64_t stride, double *max)
+{
+    double rest = 0;
+    SG__DISPATCH_FLOAT(dtype, T, {
+        const T *v = x;
+        int64_t a = 0;
+        for (int64_t k = 1; k < len; k++)
+            if (v[k * stride] > v[a * stride]) a = k;
+        const T m = v[a * stride];
+        T s = 0;
+        for (int64_t k = 0; k < a; k++) s += exp(v[k * stride] - m);
+        for (int64_t k = a + 1; k < len; k++) s += exp(v[k * stride] - m);
+        *max = (double)m;
+        rest = (double)s;
+    });
+    return rest;
+}
 
 /* Forward (g NULL): dst = softmax or log_softmax of x. Backward: dst = input gradient
  * from y (the forward output) and g. */
@@ -22,21 +44,21 @@ static void sm_run(void *ud, int64_t lo, int64_t hi)
 {
     const sm_job *J = ud;
     const int64_t len = J->len, inner = J->inner;
+    if (len == 0) return;
     SG__DISPATCH_FLOAT(J->dtype, T, {
         for (int64_t e = lo; e < hi; e++) {
             const int64_t base = (e / inner) * len * inner + e % inner;
             T *d = (T *)J->dst + base;
             if (!J->g) {
                 const T *x = (const T *)J->x + base;
-                T m = -INFINITY;
-                for (int64_t k = 0; k < len; k++)
-                    if (x[k * inner] > m) m = x[k * inner];
-                T s = 0;
-                for (int64_t k = 0; k < len; k++) s += exp(x[k * inner] - m);
+                double max;
+                const T rest = (T)sg__softmax_rest(J->dtype, x, len, inner, &max);
+                const T m = (T)max;
                 if (J->log) {
-                    const T lse = m + log(s);
-                    for (int64_t k = 0; k < len; k++) d[k * inner] = x[k * inner] - lse;
+                    const T l = log1p(rest);
+                    for (int64_t k = 0; k < len; k++) d[k * inner] = (x[k * inner] - m) - l;
                 } else {
+                    const T s = 1 + rest;
                     for (int64_t k = 0; k < len; k++) d[k * inner] = exp(x[k * inner] - m) / s;
                 }
             } else {
@@ -94,5 +116,5 @@ static sg_tensor *softmax_op(sg_tensor *a, int dim, bool log)
 /* Softmax along dim (negative counts from the end) -> a's shape. Errors: SG_ERR_ARG for a
  * bad dim (a 0-d tensor has none), SG_ERR_DTYPE, SG_ERR_LAYOUT. */
 sg_tensor *sg_softmax(sg_tensor *a, int dim) { return softmax_op(a, dim, false); }
-/* log(softmax) along dim, computed as x - max - log(sum(exp(x - max))). */
+/* log(softmax) along dim, computed as (x - max) - log1p(rest) (see the file's head). */
 sg_tensor *sg_log_softmax(sg_tensor *a, int dim) { return softmax_op(a, dim, true); }

@@ -50,9 +50,9 @@ sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shap
     return t;
 }
 
-int sg_coo_sparse_dim(const sg_tensor *t) { return t && t->layout == SG_COO ? t->sparse_dim : 0; }
-int sg_coo_dense_dim(const sg_tensor *t) { return t && t->layout == SG_COO ? t->dense_dim : 0; }
-int64_t sg_coo_nnz(const sg_tensor *t) { return t && t->layout == SG_COO ? t->nnz : 0; }
+int sg_coo_sparse_dim(const sg_tensor *t) { return t && t->layout == SG_COO ? t->sparse_dim : -1; }
+int sg_coo_dense_dim(const sg_tensor *t) { return t && t->layout == SG_COO ? t->dense_dim : -1; }
+int64_t sg_coo_nnz(const sg_tensor *t) { return t && t->layout == SG_COO ? t->nnz : -1; }
 int sg_coo_is_coalesced(const sg_tensor *t) { return t && t->layout == SG_COO && t->coalesced; }
 sg_tensor *sg_coo_indices(sg_tensor *t) { return t && t->layout == SG_COO ? t->indices : NULL; }
 sg_tensor *sg_coo_values(sg_tensor *t) { return t && t->layout == SG_COO ? t->values : NULL; }
