@@ -320,16 +320,37 @@ typedef struct {
 SG_API sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
 
 typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
-/* W (V,D), idx (N) flat, offsets (B) start of each bag (non-decreasing, offsets[0] == 0),
- * per_sample_weights (N) or NULL (sum mode only) -> (B,D). Empty bags give zero rows.
- * W's gradient is COO (V,D) with one row per entry of idx (indices: idx, no copy for
- * int64); in max mode each output element's gradient goes to the first entry that attains
- * the maximum. per_sample_weights get a dense gradient. idx and offsets must stay alive
- * and unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX
- * (idx outside [0,V), offsets outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets, weights outside sum
- * mode, unknown mode), SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT. */
+typedef struct {
+    sg_bag_mode mode;              /* how a bag's rows combine; default SG_BAG_MEAN (as
+                                      PyTorch's EmbeddingBag) */
+    sg_tensor *per_sample_weights; /* (N) dense, W's dtype: entry i's row is scaled by it
+                                      (SG_BAG_SUM only); it gets a dense gradient. NULL:
+                                      none */
+    int64_t padding_idx;           /* entries equal to this row are left out of their bag
+                                      (not counted by the mean, never the max) and give no
+                                      gradient; -1: none */
+    int include_last_offset;       /* nonzero: offsets has B+1 entries and the last is N
+                                      (CSR style, as PyTorch's option); 0: B entries */
+    struct sg_optim *fused;        /* as sg_embedding_opts.fused: the backward applies this
+                                      optimizer's update to the rows (deferred to the end
+                                      of the backward) and stores no gradient for W */
+} sg_embedding_bag_opts;
+#define SG_EMBEDDING_BAG_OPTS_DEFAULT {SG_BAG_MEAN, NULL, -1, 0, NULL}
+
+/* W (V,D), idx (N) flat int32/int64, offsets int32/int64 the start of each bag
+ * (non-decreasing, offsets[0] == 0; see include_last_offset) -> (B,D). Empty bags (and
+ * bags of padding only) give zero rows. opts NULL: SG_EMBEDDING_BAG_OPTS_DEFAULT (mean).
+ * W's gradient is COO (V,D) with one row per entry of idx that is not padding (indices:
+ * idx, no copy for int64 idx without padding); in max mode each output element's gradient
+ * goes to the first entry that attains the maximum. idx and offsets must stay alive and
+ * unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX (idx
+ * outside [0,V), offsets outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets,
+ * a last offset other than N with include_last_offset, weights outside sum mode, unknown
+ * mode, padding_idx outside [0,V) and not -1, fused with a W that is not a parameter of
+ * that optimizer requiring grad), SG_ERR_SHAPE (also: include_last_offset with no
+ * offsets), SG_ERR_DTYPE, SG_ERR_LAYOUT; nothing is recorded on error. */
 SG_API sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
-                            sg_bag_mode mode, sg_tensor *per_sample_weights);
+                                   const sg_embedding_bag_opts *opts);
 /* Rows idx (K) of x along dim (dim 0: sparse gradient for x) -> x's shape with dim = K.
  * x dense float; idx 1-D int32/int64 in [0, x's dim). dim 0: x's gradient is COO with rows
  * idx and the incoming gradient as values (no copy); other dims: a dense gradient.
@@ -367,12 +388,12 @@ SG_API sg_tensor *sg_sparse_mask(sg_tensor *x, sg_tensor *mask);
 /* ---------------------------------------------------------------- word2vec loss */
 
 typedef struct {
-    double fused_sgd_lr; /* > 0: the backward applies plain SGD to W in place,
-                            W[row] -= lr * (gradient row), and stores no gradient for W
-                            (h still gets its gradient); W must then be a leaf that
-                            requires grad (an update of a computed W would not reach the
-                            tensors it came from), else SG_ERR_ARG; 0: W gets a COO
-                            gradient */
+    struct sg_optim *fused; /* non-NULL: the backward applies this optimizer's update to
+                               W's rows directly (deferred to the end of the backward, as
+                               sg_embedding_opts.fused) and stores no gradient for W (h
+                               still gets its gradient); W must be a parameter of that
+                               optimizer that requires grad (a leaf) and h must lie outside
+                               W's memory, else SG_ERR_ARG; NULL: W gets a COO gradient */
 } sg_sgns_opts;
 
 /* Negative-sampling loss of word2vec (skip-gram and CBOW) for B examples:
@@ -381,12 +402,15 @@ typedef struct {
  * W (V,D) dense float of h's dtype (the output table), targets (B,T) int32/int64 in
  * [0,V) with T >= 1: column 0 the true target, columns 1.. the negatives -> scalar.
  * Gradients: h gets a dense (B,D) one; W a COO (V,D) one with B*T rows (the targets,
- * uncoalesced) or, with opts->fused_sgd_lr, an in-place update that costs O(B*T*D).
- * The fused update is bitwise identical for any thread count; with a nondeterministic
- * context it runs Hogwild-style (racy row updates, faster). opts NULL: no fusion.
+ * uncoalesced; indices borrowed from int64 targets, which must then stay alive and
+ * unchanged until sg_tape_reset) or, with opts->fused, the optimizer's update. Fused into
+ * plain SGD (no momentum, no weight decay) the update costs O(B*T*D) without writing the
+ * gradient rows out, is bitwise identical for any thread count, and with a
+ * nondeterministic context runs Hogwild-style (racy row updates, faster); other
+ * optimizers get the gradient rows written out. opts NULL: no fusion.
  * Errors: SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_INDEX (a target out of range),
- * SG_ERR_VALUE (fused_sgd_lr negative or not finite), SG_ERR_ARG (fused_sgd_lr > 0 with a
- * W that is not a leaf requiring grad). */
+ * SG_ERR_ARG (fused with a W that is not a parameter of that optimizer requiring grad, or
+ * with h in W's memory). */
 SG_API sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
                         const sg_sgns_opts *opts);
 
@@ -466,11 +490,13 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * allocates from the step arena only (exact lazy SGD under a changing learning rate also
  * grows its history, amortised).
  *
- * Fused updates: an embedding given sg_embedding_opts.fused = opt applies opt's update to
- * the rows it looked up inside its backward and stores no gradient for the table (which
- * must be a parameter of opt that requires grad; the embedding checks). The update uses the learning rate of the coming
- * sg_optim_step (steps + 1) and counts as one step of the table (a table looked up by two
- * fused embeddings in one step takes two steps); call sg_optim_step after the backward as
+ * Fused updates: an op that can update a table in its own backward (sg_embedding,
+ * sg_embedding_bag, sg_sgns_loss) takes the optimizer in its options (`fused = opt`); its
+ * backward then hands the table's gradient rows to opt's row update, applied once the
+ * whole backward has run, and stores no gradient for the table (which must be a parameter
+ * of opt that requires grad; the op checks). The update uses the learning rate of the
+ * coming sg_optim_step (steps + 1) and counts as one step of the table (a table updated by
+ * two fused ops in one step takes two steps); call sg_optim_step after the backward as
  * usual so that the step count advances.
  *
  * Errors (every function below): SG_ERR_NULL for a NULL optimizer or parameter,

@@ -224,12 +224,19 @@ typedef struct {
     sg_embedding_opts emb;
     sg_bag_mode mode;
     bool weighted;
+    int64_t padding_idx; /* embedding_bag; 0 means none here (cases use row 2) */
+    bool include_last_offset;
 } args;
 
 /* The two ops whose signatures are changing elsewhere: each is called here only. */
 static sg_tensor *call_embedding_bag(sg_tensor *W, const args *a, sg_tensor *per_sample_weights)
 {
-    return sg_embedding_bag(W, a->idx, a->offsets, a->mode, per_sample_weights);
+    sg_embedding_bag_opts o = SG_EMBEDDING_BAG_OPTS_DEFAULT; /* unfused */
+    o.mode = a->mode;
+    o.per_sample_weights = per_sample_weights;
+    o.padding_idx = a->padding_idx ? a->padding_idx : -1;
+    o.include_last_offset = a->include_last_offset;
+    return sg_embedding_bag(W, a->idx, a->offsets, &o);
 }
 static sg_tensor *call_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets)
 {
@@ -488,15 +495,24 @@ static void case_embedding_bag(case_run *r)
 {
     sg_tensor *W = D64(r, -1, 1, 7, 3), *weights = D64(r, -1, 1, 8);
     const int64_t v[8] = {1, 6, 1, 0, 2, 2, 5, 3};
-    args a = {.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){8}, v),
-              .offsets = index_in(r->ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5})}; /* bag 1 empty */
-    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
-        a.mode = (sg_bag_mode)mode;
-        CHECK_GRAD(r, f_embedding_bag, &a, 0, W);
+    sg_tensor *offsets = index_in(r->ctx, SG_I32, 1, (int64_t[]){4}, (int64_t[]){0, 3, 3, 5}); /* bag 1 empty */
+    sg_tensor *csr = index_in(r->ctx, SG_I64, 1, (int64_t[]){5}, (int64_t[]){0, 3, 3, 5, 8});
+    args a = {.idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){8}, v), .offsets = offsets};
+    /* every mode, then the weighted sum: plain, with padding row 2 (left out of its bags),
+     * and with CSR offsets (include_last_offset) */
+    for (int variant = 0; variant < 3; variant++) {
+        a.padding_idx = variant == 1 ? 2 : 0;
+        a.include_last_offset = variant == 2;
+        a.offsets = variant == 2 ? csr : offsets;
+        a.weighted = false;
+        for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
+            a.mode = (sg_bag_mode)mode;
+            CHECK_GRAD(r, f_embedding_bag, &a, 0, W);
+        }
+        a.mode = SG_BAG_SUM;
+        a.weighted = true;
+        CHECK_GRAD(r, f_embedding_bag, &a, 0, W, weights);
     }
-    a.mode = SG_BAG_SUM;
-    a.weighted = true;
-    CHECK_GRAD(r, f_embedding_bag, &a, 0, W, weights);
 }
 
 static void case_index_select(case_run *r)

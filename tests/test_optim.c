@@ -601,8 +601,10 @@ TEST(errors_change_nothing)
     /* the fused hook refuses a table that is not a parameter and rows out of range */
     sg_tensor *U = param2(ctx, 2, 2, NULL);
     double g[2] = {1, 1};
-    CHECK_STATUS(ctx, sg__optim_apply_rows(opt, U, (int64_t[]){0}, 1, g), SG_ERR_STATE);
-    CHECK_STATUS(ctx, sg__optim_apply_rows(opt, W, (int64_t[]){2}, 1, g), SG_ERR_INDEX);
+    CHECK_STATUS(ctx, sg__optim_apply_rows(opt, U, &(sg__fused_rows){.idx = (int64_t[]){0}, .n = 1, .g = g}),
+                 SG_ERR_STATE);
+    CHECK_STATUS(ctx, sg__optim_apply_rows(opt, W, &(sg__fused_rows){.idx = (int64_t[]){2}, .n = 1, .g = g}),
+                 SG_ERR_INDEX);
     CHECK(at(W, 0) == 0 && at(W, 1) == 0 && at(W, 2) == 0 && at(W, 3) == 0);
     CHECK(sg_optim_set_lr(opt, NAN) == SG_ERR_ARG);
     CHECK(sg_optim_set_steps(opt, -1) == SG_ERR_ARG);

@@ -1,9 +1,9 @@
 /* Gathers with sparse gradients: embedding (any index shape, int32/int64, padding_idx,
- * max_norm, fused optimizer), embedding_bag (sum/mean/max, per-sample weights),
- * index_select and slice. Gradients are checked against naive scatter loops and the dense
- * selection path (their finite-difference gradchecks are in test_gradcheck_ops.c); the
- * embedding gradient is checked to borrow the incoming gradient buffer and to cost
- * O(B x D) memory. */
+ * max_norm, fused optimizer), embedding_bag (sum/mean/max, per-sample weights, padding,
+ * CSR offsets, fused optimizer), index_select and slice. Gradients are checked against
+ * naive scatter loops and the dense selection path (their finite-difference gradchecks
+ * are in test_gradcheck_ops.c); the embedding gradient is checked to borrow the incoming
+ * gradient buffer and to cost O(B x D) memory. */
 #include "ops/ops.h"
 #define TU_SEED 0xD1B54A32D192ED03ull
 #include "testutil.h"
@@ -31,6 +31,14 @@ static sg_tensor *index_tensor(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t
 }
 
 /* ---- embedding */
+
+static sg_embedding_bag_opts bag_opts(sg_bag_mode mode, sg_tensor *psw)
+{
+    sg_embedding_bag_opts o = SG_EMBEDDING_BAG_OPTS_DEFAULT;
+    o.mode = mode;
+    o.per_sample_weights = psw;
+    return o;
+}
 
 TEST(embedding_matches_naive_gather_and_scatter)
 {
@@ -277,7 +285,8 @@ TEST(embedding_fused_update_waits_for_the_whole_backward)
     sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){4}, v);
     sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){1}, (int64_t[]){0});
     sg_tensor *psw = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 1, (int64_t[]){4}), 1);
-    sg_tensor *bag = sg_embedding_bag(W, idx, off, SG_BAG_SUM, psw);
+    sg_embedding_bag_opts bo = bag_opts(SG_BAG_SUM, psw);
+    sg_tensor *bag = sg_embedding_bag(W, idx, off, &bo);
     sg_tensor *e = sg_embedding(W, idx, &(sg_embedding_opts){-1, 0, opt});
     CHECK_STATUS(ctx, sg_backward(sg_add(sg_sum(bag), sg_sum(e))), SG_OK);
     for (int i = 0; i < 4; i++) /* d/dw_i sum(bag) = sum_j W0[v_i, j] */
@@ -319,49 +328,187 @@ TEST(embedding_errors_and_empty_batch)
 
 /* ---- embedding_bag */
 
+/* The bags by naive loops in double: entries equal to pad are left out (and not counted
+ * by the mean); bag b covers [off[b], b + 1 < nb ? off[b + 1] : N). */
+static double naive_bag_worst(const float *w, const int64_t *v, const int64_t *off, int64_t nb,
+                              int64_t N, int64_t D, int mode, const float *pw, int64_t pad,
+                              const float *y)
+{
+    double worst = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t s = off[b], e = b + 1 < nb ? off[b + 1] : N;
+        for (int64_t j = 0; j < D; j++) {
+            double acc = mode == SG_BAG_MAX ? -INFINITY : 0;
+            int64_t cnt = 0;
+            for (int64_t i = s; i < e; i++) {
+                if (v[i] == pad) continue;
+                double x = w[v[i] * D + j];
+                cnt++;
+                if (mode == SG_BAG_MAX) acc = fmax(acc, x);
+                else acc += (pw ? pw[i] : 1.0) * x;
+            }
+            if (cnt == 0) acc = 0;
+            else if (mode == SG_BAG_MEAN) acc /= (double)cnt;
+            worst = fmax(worst, fabs(acc - y[b * D + j]));
+        }
+    }
+    return worst;
+}
+
 TEST(embedding_bag_matches_naive_loops)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     int64_t V = 20, D = 4, N = 30, B = 6;
     sg_tensor *W = rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D});
-    int64_t v[30], off[6] = {0, 4, 4, 11, 20, 29};
+    int64_t v[30], off[7] = {0, 4, 4, 11, 20, 29, 30};
     for (int i = 0; i < N; i++) v[i] = (int64_t)(tu_rand() % (uint64_t)V);
+    v[0] = v[1] = v[2] = v[3] = 5; /* bag 0: padding only when padding_idx is 5 */
     sg_tensor *idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){N}, v);
     sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){B}, off);
+    sg_tensor *csr = index_tensor(ctx, SG_I32, 1, (int64_t[]){B + 1}, off);
     sg_tensor *psw = rand_dense(ctx, SG_F32, 1, (int64_t[]){N});
-    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
-        sg_tensor *y = sg_embedding_bag(W, idx, offs, (sg_bag_mode)mode, mode == SG_BAG_SUM ? psw : NULL);
-        CHECK(y != NULL && sg_tensor_dim(y, 0) == B);
-        double worst = 0;
-        for (int64_t b = 0; b < B; b++) {
-            int64_t s = off[b], e = b + 1 < B ? off[b + 1] : N;
-            for (int64_t j = 0; j < D; j++) {
-                double acc = mode == SG_BAG_MAX ? -INFINITY : 0;
-                for (int64_t i = s; i < e; i++) {
-                    double x = sg_tensor_f32(W)[v[i] * D + j];
-                    if (mode == SG_BAG_MAX) acc = fmax(acc, x);
-                    else acc += (mode == SG_BAG_SUM ? sg_tensor_f32(psw)[i] : 1.0) * x;
+    for (int pad = -1; pad <= 5; pad += 6)
+        for (int last = 0; last < 2; last++)
+            for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++)
+                for (int weighted = 0; weighted <= (mode == SG_BAG_SUM); weighted++) {
+                    sg_embedding_bag_opts o = bag_opts((sg_bag_mode)mode, weighted ? psw : NULL);
+                    o.padding_idx = pad;
+                    o.include_last_offset = last;
+                    sg_tensor *y = sg_embedding_bag(W, idx, last ? csr : offs, &o);
+                    CHECK(y != NULL && sg_tensor_dim(y, 0) == B && sg_tensor_dim(y, 1) == D);
+                    if (!y) continue;
+                    CHECK(naive_bag_worst(sg_tensor_f32(W), v, off, B, N, D, mode,
+                                          weighted ? sg_tensor_f32(psw) : NULL, pad,
+                                          sg_tensor_f32(y)) < 1e-5);
                 }
-                if (e == s) acc = 0;
-                else if (mode == SG_BAG_MEAN) acc /= (double)(e - s);
-                worst = fmax(worst, fabs(acc - sg_tensor_f32(y)[b * D + j]));
-            }
-        }
-        CHECK(worst < 1e-5);
+    /* NULL options: PyTorch's default, the mean */
+    sg_tensor *y = sg_embedding_bag(W, idx, offs, NULL);
+    CHECK(y && naive_bag_worst(sg_tensor_f32(W), v, off, B, N, D, SG_BAG_MEAN, NULL, -1,
+                               sg_tensor_f32(y)) < 1e-5);
+    sg_ctx_free(ctx);
+}
+
+/* With padding, W's gradient leaves the padding entries out (and the weights' gradient is
+ * 0 there); compared with a dense scatter by a loop. */
+TEST(embedding_bag_padding_gets_no_gradient)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 6, D = 3, N = 7;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+    sg_tensor *psw = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 1, (int64_t[]){N}), 1);
+    int64_t v[7] = {1, 4, 4, 0, 4, 2, 1};
+    sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){N}, v);
+    sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 3, 5});
+    sg_embedding_bag_opts o = bag_opts(SG_BAG_SUM, psw);
+    o.padding_idx = 4;
+    sg_tensor *y = sg_embedding_bag(W, idx, off, &o);
+    sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){3, D});
+    CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+    sg_tensor *gw = sg_tensor_grad(W);
+    CHECK(gw && sg_tensor_layout(gw) == SG_COO && sg_coo_nnz(gw) == 4);
+    double want[18] = {0};
+    const int bag[7] = {0, 0, 0, 1, 1, 2, 2};
+    for (int i = 0; i < N; i++)
+        if (v[i] != 4)
+            for (int j = 0; j < D; j++)
+                want[v[i] * D + j] += sg_tensor_f64(psw)[i] * sg_tensor_f64(G)[bag[i] * D + j];
+    sg_tensor *dense = sg_to_dense(gw);
+    for (int i = 0; dense && i < V * D; i++) CHECK_NEAR(sg_tensor_f64(dense)[i], want[i], 1e-14);
+    for (int i = 0; i < N; i++) {
+        double d = 0;
+        for (int j = 0; v[i] != 4 && j < D; j++)
+            d += sg_tensor_f64(G)[bag[i] * D + j] * sg_tensor_f64(W)[v[i] * D + j];
+        CHECK_NEAR(sg_tensor_get(sg_tensor_grad(psw), i), d, 1e-14);
     }
-    /* errors: nothing recorded, nothing written */
+    sg_ctx_free(ctx);
+}
+
+/* A fused bag equals the unfused bag followed by a step of the same optimizer, for the
+ * linear SGD path and for Adagrad (which sums duplicate rows first), in every mode. */
+TEST(embedding_bag_fused_update_equals_gradient_and_step)
+{
+    int64_t V = 9, D = 4, N = 10;
+    int64_t v[10] = {3, 1, 3, 8, 0, 3, 1, 7, 7, 2};
+    for (int kind = 0; kind < 2; kind++)
+        for (int mode = SG_BAG_SUM; mode <= SG_BAG_MAX; mode++) {
+            double w[2][36];
+            for (int fused = 0; fused < 2; fused++) {
+                tu_rng_state = 77;
+                sg_ctx *ctx = sg_ctx_new(NULL);
+                sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+                sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){3, D});
+                sg_optim *opt = kind == 0 ? sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.3})
+                                          : sg_optim_adagrad(ctx, &(sg_adagrad_opts){.lr = 0.3, .eps = 1e-10});
+                CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+                sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){N}, v);
+                sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 4, 4});
+                sg_embedding_bag_opts o = bag_opts((sg_bag_mode)mode, NULL);
+                o.padding_idx = 8;
+                o.fused = fused ? opt : NULL;
+                CHECK_STATUS(ctx, sg_backward_grad(sg_embedding_bag(W, idx, off, &o), G), SG_OK);
+                CHECK((sg_tensor_grad(W) == NULL) == fused);
+                CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+                memcpy(w[fused], sg_tensor_f64(W), sizeof w[0]);
+                sg_optim_free(opt);
+                sg_ctx_free(ctx);
+            }
+            CHECK(memcmp(w[0], w[1], sizeof w[0]) == 0);
+        }
+}
+
+TEST(embedding_bag_errors_change_nothing)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t V = 20, D = 4, N = 6;
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D}), 1);
+    int64_t v[6] = {1, 2, 3, 4, 5, 6};
+    sg_tensor *idx = index_tensor(ctx, SG_I32, 1, (int64_t[]){N}, v);
+    sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 3});
+    sg_tensor *psw = rand_dense(ctx, SG_F32, 1, (int64_t[]){N});
     sg_tensor *bad_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 5, 3});
-    CHECK(sg_embedding_bag(W, idx, bad_off, SG_BAG_SUM, NULL) == NULL);
-    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
-    sg_tensor *far_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 31});
-    CHECK(sg_embedding_bag(W, idx, far_off, SG_BAG_SUM, NULL) == NULL);
-    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
-    CHECK(sg_embedding_bag(W, idx, offs, SG_BAG_MAX, psw) == NULL);
-    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    sg_tensor *late_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){1, 3});
+    sg_tensor *far_off = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 7});
+    sg_tensor *short_csr = index_tensor(ctx, SG_I64, 1, (int64_t[]){2}, (int64_t[]){0, 5});
+    sg_tensor *no_off = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){0});
     v[3] = V;
     sg_tensor *bad_idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){N}, v);
-    CHECK(sg_embedding_bag(W, bad_idx, offs, SG_BAG_SUM, NULL) == NULL);
-    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_INDEX);
+    sg_tensor *psw64 = rand_dense(ctx, SG_F64, 1, (int64_t[]){N});
+    sg_tensor *psw5 = rand_dense(ctx, SG_F32, 1, (int64_t[]){5});
+    sg_tensor *F = rand_dense(ctx, SG_F32, 2, (int64_t[]){V, D}); /* no grad, no optimizer */
+    sg_optim *opt = sg_optim_sgd(ctx, NULL);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, F), SG_OK);
+    sg_embedding_bag_opts ok = bag_opts(SG_BAG_SUM, NULL);
+    struct {
+        sg_tensor *W, *idx, *off;
+        sg_embedding_bag_opts o;
+        int status;
+    } cases[] = {
+        {W, idx, bad_off, ok, SG_ERR_ARG},   /* offsets decrease */
+        {W, idx, late_off, ok, SG_ERR_ARG},  /* offsets[0] != 0 */
+        {W, idx, far_off, ok, SG_ERR_INDEX}, /* offset past N */
+        {W, bad_idx, offs, ok, SG_ERR_INDEX},
+        {W, idx, offs, bag_opts(SG_BAG_MAX, psw), SG_ERR_ARG},
+        {W, idx, offs, bag_opts(SG_BAG_MEAN, psw), SG_ERR_ARG},
+        {W, idx, offs, bag_opts(SG_BAG_SUM, psw64), SG_ERR_DTYPE},
+        {W, idx, offs, bag_opts(SG_BAG_SUM, psw5), SG_ERR_SHAPE},
+        {W, idx, offs, bag_opts((sg_bag_mode)7, NULL), SG_ERR_ARG},
+        {W, idx, offs, {SG_BAG_SUM, NULL, 20, 0, NULL}, SG_ERR_ARG}, /* padding_idx >= V */
+        {W, idx, offs, {SG_BAG_SUM, NULL, -2, 0, NULL}, SG_ERR_ARG},
+        {W, idx, short_csr, {SG_BAG_SUM, NULL, -1, 1, NULL}, SG_ERR_ARG}, /* last != N */
+        {W, idx, no_off, {SG_BAG_SUM, NULL, -1, 1, NULL}, SG_ERR_SHAPE},
+        {W, idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* W not opt's */
+        {F, idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* F needs no grad */
+        {sg_scale(W, 1.0), idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* not a leaf */
+    };
+    int64_t nodes = sg_tape_nodes(ctx);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        sg_ctx_clear_error(ctx);
+        CHECK(sg_embedding_bag(cases[k].W, cases[k].idx, cases[k].off, &cases[k].o) == NULL);
+        CHECK_STATUS(ctx, sg_ctx_status(ctx), cases[k].status);
+        if (sg_ctx_status(ctx) != cases[k].status) fprintf(stderr, "  case %zu\n", k);
+    }
+    CHECK(sg_tape_nodes(ctx) == nodes);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 
@@ -453,7 +600,8 @@ TEST(gather_gradients_match_the_dense_selection_path)
             sg_tensor *off = index_tensor(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){0, 3, 3});
             double w[7] = {0.5, -1, 2, 1.5, 0.25, -0.75, 1};
             sg_tensor *psw = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){K}, w);
-            ys = sg_embedding_bag(W, idx, off, SG_BAG_SUM, psw);
+            sg_embedding_bag_opts bo = bag_opts(SG_BAG_SUM, psw);
+            ys = sg_embedding_bag(W, idx, off, &bo);
             sg_tensor *S = sg_tensor_new_tmp(ctx, SG_F64, 2, (int64_t[]){3, V});
             for (int k = 0; k < 7; k++) sg_tensor_f64(S)[(k < 3 ? 0 : 2) * V + rows[k]] += w[k];
             yd = sg_matmul(S, W2);
@@ -513,7 +661,8 @@ static int setup_sparse(sg_ctx *ctx, sparse_setup *s)
 static int sparse_step(sg_ctx *ctx, sparse_setup *s)
 {
     sg_tensor *e = sg_sum(sg_embedding(s->W, s->idx, &(sg_embedding_opts){7, 0, NULL}));
-    sg_tensor *g = sg_sum(sg_embedding_bag(s->W, s->idx, s->offsets, SG_BAG_MAX, NULL));
+    sg_embedding_bag_opts bo = bag_opts(SG_BAG_MAX, NULL);
+    sg_tensor *g = sg_sum(sg_embedding_bag(s->W, s->idx, s->offsets, &bo));
     sg_tensor *sel = sg_sum(sg_index_select(sg_slice(s->W, 1, 30), 0, s->idx));
     sg_tensor *m = sg_sparse_mask(s->W, s->mask);
     sg_tensor *l1 = sg_sum(sg_transpose(sg_add(m, sg_scale(m, 2.0)), 0, 1));

@@ -1,7 +1,8 @@
 /* sg_sgns_loss: the loss against a naive loop, the COO gradient against the same loss built
- * from general ops, the fused SGD update against W - lr * gradient, bitwise determinism
- * across thread counts, the Hogwild path on one thread against the deterministic one, and
- * input errors. Its finite-difference gradcheck is in test_gradcheck_ops.c. */
+ * from general ops, the fused SGD update against W - lr * gradient, fused updates of other
+ * optimizers against the unfused gradient and a step, bitwise determinism across thread
+ * counts, the Hogwild path on one thread against the deterministic one, and input errors.
+ * Its finite-difference gradcheck is in test_gradcheck_ops.c. */
 #include "testutil.h"
 
 #include <stdint.h>
@@ -26,6 +27,17 @@ static sg_tensor *filled(sg_ctx *ctx, sg_dtype dt, int64_t r, int64_t c, double 
     sg_tensor *x = sg_tensor_new(ctx, dt, 2, shape);
     sg_tensor_fill_uniform(x, lo, hi);
     return x;
+}
+
+/* Plain SGD with learning rate lr holding W and, unless NULL, W2. */
+static sg_optim *sgd_of(sg_ctx *ctx, double lr, sg_tensor *W, sg_tensor *W2)
+{
+    sg_sgd_opts o = SG_SGD_OPTS_DEFAULT;
+    o.lr = lr;
+    sg_optim *opt = sg_optim_sgd(ctx, &o);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+    if (W2) CHECK_STATUS(ctx, sg_optim_add_param(opt, W2), SG_OK);
+    return opt;
 }
 
 TEST(loss_matches_a_naive_loop)
@@ -128,7 +140,8 @@ TEST(matches_general_ops_and_fused_update)
     const double lr = 0.3;
     static double w0[V * D];
     memcpy(w0, sg_tensor_f64(W), sizeof w0);
-    sg_sgns_opts so = {.fused_sgd_lr = lr};
+    sg_optim *opt = sgd_of(ctx, lr, W, NULL);
+    sg_sgns_opts so = {.fused = opt};
     L = sg_sgns_loss(h, W, tg, &so);
     CHECK_STATUS(ctx, sg_backward(L), SG_OK);
     CHECK(sg_tensor_grad(W) == NULL);
@@ -138,6 +151,7 @@ TEST(matches_general_ops_and_fused_update)
     for (int i = 0; i < V * D; i++)
         worst = fmax(worst, fabs(sg_tensor_f64(W)[i] - (w0[i] - lr * gw_ref[i])));
     CHECK(worst < 1e-12);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 
@@ -149,10 +163,7 @@ static void fused_steps(int threads, float *win_out, float *wout_out, double *lo
     sg_ctx *ctx = sg_ctx_new(&o);
     sg_tensor *Win = sg_tensor_requires_grad(filled(ctx, SG_F32, V, D, -0.5, 0.5), 1);
     sg_tensor *Wout = sg_tensor_requires_grad(filled(ctx, SG_F32, V, D, -0.5, 0.5), 1);
-    sg_sgd_opts sgd = SG_SGD_OPTS_DEFAULT;
-    sgd.lr = 0.05;
-    sg_optim *opt = sg_optim_sgd(ctx, &sgd);
-    sg_optim_add_param(opt, Win);
+    sg_optim *opt = sgd_of(ctx, 0.05, Win, Wout); /* one optimizer for both, as sgrad-w2v */
     *loss_out = 0;
     for (int step = 0; step < 3; step++) {
         int64_t bs[1] = {B}, ts[2] = {B, T};
@@ -161,7 +172,7 @@ static void fused_steps(int threads, float *win_out, float *wout_out, double *lo
         for (int i = 0; i < B; i++) ((int32_t *)sg_tensor_data(idx))[i] = (int32_t)(sg_rand_u64(ctx) % V);
         for (int i = 0; i < B * T; i++)
             ((int32_t *)sg_tensor_data(tg))[i] = (int32_t)(sg_rand_u64(ctx) % 7 == 0 ? 0 : sg_rand_u64(ctx) % V);
-        sg_sgns_opts so = {.fused_sgd_lr = 0.05};
+        sg_sgns_opts so = {.fused = opt};
         sg_tensor *L = sg_sgns_loss(sg_embedding(Win, idx, NULL), Wout, tg, &so);
         CHECK(L != NULL);
         CHECK_STATUS(ctx, sg_backward(L), SG_OK);
@@ -199,7 +210,8 @@ static void one_fused_step(int nondeterministic, int threads, double *w_out, dou
     int64_t tv[B * T], ts[2] = {B, T};
     for (int e = 0; e < B * T; e++) tv[e] = (int64_t)(sg_rand_u64(ctx) % V);
     sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, tv);
-    sg_sgns_opts so = {.fused_sgd_lr = 0.1};
+    sg_optim *opt = sgd_of(ctx, 0.1, W, NULL);
+    sg_sgns_opts so = {.fused = opt};
     /* the incoming gradient 2 scales both h's gradient and W's update */
     sg_tensor *L = sg_scale(sg_sgns_loss(h, W, tg, &so), 2.0);
     CHECK_STATUS(ctx, sg_backward(L), SG_OK);
@@ -207,6 +219,7 @@ static void one_fused_step(int nondeterministic, int threads, double *w_out, dou
     sg_tensor *g = sg_tensor_grad(h);
     CHECK(g != NULL);
     for (int i = 0; g && i < B * D; i++) gh_out[i] = sg_tensor_get(g, i);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 
@@ -225,28 +238,105 @@ TEST(hogwild_on_one_thread_equals_deterministic)
     CHECK(far == 0);
 }
 
-TEST(fused_update_needs_a_leaf_table_that_requires_grad)
+TEST(fused_update_needs_a_leaf_parameter_of_the_optimizer)
 {
     /* The fused update writes W in place and gives W no gradient: on W = W0 * 1 it would
-     * change a tape temporary and W0 would get nothing; on a W that does not require grad
-     * it would silently not happen. Both are refused; without fusion both are fine. */
+     * change a tape temporary and W0 would get nothing; on a W that does not require grad,
+     * or that the optimizer does not hold, it would silently not happen. Each is refused
+     * (the same check as sg_embedding's); without fusion all are fine. */
     sg_ctx *ctx = sg_ctx_new(NULL);
     sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F32, 2, 3, -1, 1), 1);
     sg_tensor *W0 = sg_tensor_requires_grad(filled(ctx, SG_F32, 4, 3, -1, 1), 1);
+    sg_tensor *U = sg_tensor_requires_grad(filled(ctx, SG_F32, 4, 3, -1, 1), 1);
     sg_tensor *F = filled(ctx, SG_F32, 4, 3, -1, 1);
     int64_t ts[2] = {2, 2};
     const int64_t t[4] = {0, 1, 2, 3};
     sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, t);
-    sg_sgns_opts so = {.fused_sgd_lr = 0.1};
+    sg_optim *opt = sgd_of(ctx, 0.1, W0, F);
+    sg_sgns_opts so = {.fused = opt};
     sg_tensor *S = sg_scale(W0, 1.0);
     int64_t nodes = sg_tape_nodes(ctx);
-    CHECK(sg_sgns_loss(h, S, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_ARG);
-    sg_ctx_clear_error(ctx);
-    CHECK(sg_sgns_loss(h, F, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_ARG);
+    sg_tensor *bad[3] = {S, F, U};
+    for (int i = 0; i < 3; i++) {
+        sg_ctx_clear_error(ctx);
+        CHECK(sg_sgns_loss(h, bad[i], tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_ARG);
+    }
     CHECK(sg_tape_nodes(ctx) == nodes);
-    CHECK(sg_sgns_loss(h, S, tg, NULL) != NULL);
-    CHECK(sg_sgns_loss(h, F, tg, NULL) != NULL);
+    for (int i = 0; i < 3; i++) CHECK(sg_sgns_loss(h, bad[i], tg, NULL) != NULL);
     CHECK(sg_sgns_loss(h, W0, tg, &so) != NULL);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
+/* A learning rate the schedule cannot give fails the backward and changes nothing. */
+static double nan_lr(void *ud, int64_t step, double base)
+{
+    (void)ud, (void)step, (void)base;
+    return NAN;
+}
+
+/* Fused into optimizers that need the gradient rows written out (Adagrad, SGD with
+ * momentum and weight decay), the update equals the unfused COO gradient and a step of the
+ * same optimizer, bitwise; a fused plain SGD follows the optimizer's schedule. */
+TEST(fused_update_equals_gradient_and_step_of_the_optimizer)
+{
+    enum { B = 30, T = 4, D = 5, V = 9 };
+    for (int kind = 0; kind < 3; kind++) {
+        double w[2][V * D];
+        for (int fused = 0; fused < 2; fused++) {
+            sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.seed = 21});
+            sg_tensor *h = filled(ctx, SG_F64, B, D, -1, 1);
+            sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, V, D, -1, 1), 1);
+            int64_t tv[B * T];
+            for (int e = 0; e < B * T; e++) tv[e] = (int64_t)(sg_rand_u64(ctx) % V);
+            sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, (int64_t[]){B, T}, tv);
+            sg_optim *opt;
+            if (kind == 0) {
+                opt = sg_optim_adagrad(ctx, &(sg_adagrad_opts){.lr = 0.2, .eps = 1e-10});
+            } else if (kind == 1) {
+                opt = sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.2, .momentum = 0.9, .weight_decay = 0.01});
+            } else {
+                opt = sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.2});
+                sg_lr_schedule ls = {SG_LR_LINEAR, 2, 0.5, NULL, NULL}; /* 0.2, 0.15, 0.1 */
+                CHECK_STATUS(ctx, sg_optim_set_schedule(opt, &ls), SG_OK);
+            }
+            CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+            sg_sgns_opts so = {.fused = fused ? opt : NULL};
+            for (int step = 0; step < 3; step++) {
+                CHECK_STATUS(ctx, sg_backward(sg_sgns_loss(h, W, tg, &so)), SG_OK);
+                CHECK((sg_tensor_grad(W) == NULL) == fused);
+                CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+                sg_tape_reset(ctx);
+            }
+            memcpy(w[fused], sg_tensor_f64(W), sizeof w[0]);
+            sg_optim_free(opt);
+            sg_ctx_free(ctx);
+        }
+        if (kind < 2) {
+            CHECK(memcmp(w[0], w[1], sizeof w[0]) == 0);
+        } else { /* the factored kernel rounds (lr * coef) * h, the step lr * (coef * h) */
+            double worst = 0;
+            for (int i = 0; i < V * D; i++) worst = fmax(worst, fabs(w[0][i] - w[1][i]));
+            CHECK(worst < 1e-13);
+        }
+    }
+}
+
+TEST(fused_update_with_a_failing_schedule_changes_nothing)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.seed = 4});
+    sg_tensor *h = sg_tensor_requires_grad(filled(ctx, SG_F64, 3, 2, -1, 1), 1);
+    sg_tensor *W = sg_tensor_requires_grad(filled(ctx, SG_F64, 4, 2, -1, 1), 1);
+    sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, (int64_t[]){3, 2}, (int64_t[]){0, 1, 2, 3, 1, 0});
+    sg_optim *opt = sgd_of(ctx, 0.1, W, NULL);
+    sg_lr_schedule ls = {SG_LR_CALLBACK, 0, 1, nan_lr, NULL};
+    CHECK_STATUS(ctx, sg_optim_set_schedule(opt, &ls), SG_OK);
+    double w0[8];
+    memcpy(w0, sg_tensor_f64(W), sizeof w0);
+    sg_sgns_opts so = {.fused = opt};
+    CHECK(sg_backward(sg_sgns_loss(h, W, tg, &so)) == SG_ERR_VALUE);
+    CHECK(memcmp(w0, sg_tensor_f64(W), sizeof w0) == 0);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 
@@ -262,7 +352,8 @@ TEST(input_errors)
     sg_tensor *tg_neg = sg_tensor_from_data(ctx, SG_I64, 2, ts, neg);
     const int64_t ok[4] = {0, 1, 2, 3};
     sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, ts, ok);
-    sg_sgns_opts so = {.fused_sgd_lr = 0.1};
+    sg_optim *opt = sgd_of(ctx, 0.1, W, NULL);
+    sg_sgns_opts so = {.fused = opt};
     CHECK(sg_sgns_loss(h, W, tg_bad, &so) == NULL);
     CHECK(sg_ctx_status(ctx) == SG_ERR_INDEX);
     CHECK(sg_tape_nodes(ctx) == 0);
@@ -276,10 +367,6 @@ TEST(input_errors)
     sg_tensor *W64 = filled(ctx, SG_F64, 4, 3, -1, 1);
     CHECK(sg_sgns_loss(h, W64, tg, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_DTYPE);
     CHECK(sg_sgns_loss(h, W, h, NULL) == NULL && sg_ctx_status(ctx) == SG_ERR_DTYPE);
-    so.fused_sgd_lr = -1;
-    CHECK(sg_sgns_loss(h, W, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_VALUE);
-    so.fused_sgd_lr = NAN;
-    CHECK(sg_sgns_loss(h, W, tg, &so) == NULL && sg_ctx_status(ctx) == SG_ERR_VALUE);
     CHECK(sg_sgns_loss(NULL, W, tg, NULL) == NULL);
     CHECK(sg_sgns_loss(h, W, NULL, NULL) == NULL);
     /* B = 0 is a zero loss */
@@ -288,6 +375,7 @@ TEST(input_errors)
     sg_tensor *t0 = sg_tensor_new(ctx, SG_I64, 2, zt);
     sg_tensor *L0 = sg_sgns_loss(h0, W, t0, NULL);
     CHECK(L0 && sg_tensor_get(L0, 0) == 0);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 
@@ -305,7 +393,8 @@ TEST(fused_update_waits_for_the_rest_of_the_backward)
     sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, (int64_t[]){B, T}, tv);
     double w0[V * D];
     for (int i = 0; i < V * D; i++) w0[i] = sg_tensor_get(W, i);
-    sg_sgns_opts fo = {.fused_sgd_lr = 0.5};
+    sg_optim *opt = sgd_of(ctx, 0.5, W, NULL);
+    sg_sgns_opts fo = {.fused = opt};
     /* the sgns term second: its backward runs before mul's in the traversal */
     sg_tensor *loss = sg_add(sg_sum(sg_mul(W, c)), sg_sgns_loss(h, W, tg, &fo));
     CHECK(loss != NULL);
@@ -320,6 +409,7 @@ TEST(fused_update_waits_for_the_rest_of_the_backward)
     sg_tape_reset(ctx);
     CHECK(sg_sgns_loss(sg_reshape(W, 2, (int64_t[]){V, D}), W, tg, &fo) == NULL);
     CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    sg_optim_free(opt);
     sg_ctx_free(ctx);
 }
 

@@ -56,23 +56,50 @@ static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_
  * given an sg_optim; it reaches the optimizer's row kernel through this interface, which
  * every sg_optim holds as its first member (src/optim/optim.h). So ops call the optimizer
  * without including a header of a higher layer. */
+/* The gradient rows of a fused update of a (V, D) table W: n rows, row k for W's row
+ * idx[k] (duplicates allowed). Either given, g (n, D) of W's dtype, or (g NULL) factored as
+ *     row k = scale * coef[k] * x[k / per]        coef (n), x (n / per, D), W's dtype
+ * which is how sgns holds its rows: the optimizer may apply them without writing the
+ * (n, D) rows out. */
+typedef struct {
+    const int64_t *idx;
+    int64_t n;
+    const void *g;
+    const void *x, *coef;
+    int64_t per;
+    double scale;
+} sg__fused_rows;
+
 typedef struct sg__row_updater {
-    /* Applies opt's update to rows idx[0..n) of W with gradient rows g (n, D) (W's
-     * dtype); duplicates are summed before nonlinear updates. */
-    int (*apply_rows)(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n, const void *g);
+    /* Applies opt's update to W's rows with gradient rows r; duplicates are summed before
+     * nonlinear updates. Errors (nothing written): SG_ERR_STATE (W not opt's parameter),
+     * SG_ERR_INDEX, SG_ERR_ARG, SG_ERR_VALUE (learning rate), SG_ERR_NOMEM. */
+    int (*apply_rows)(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
     /* True when p is registered with opt (hence a persistent leaf). */
     bool (*has_param)(const sg_optim *opt, const sg_tensor *p);
 } sg__row_updater;
 
-static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
-                                       const void *g)
+static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
 {
-    return ((const sg__row_updater *)(const void *)opt)->apply_rows(opt, W, idx, n, g);
+    return ((const sg__row_updater *)(const void *)opt)->apply_rows(opt, W, r);
 }
 
 static inline bool sg__fused_has_param(const sg_optim *opt, const sg_tensor *p)
 {
     return ((const sg__row_updater *)(const void *)opt)->has_param(opt, p);
+}
+
+/* The check every fused op makes before recording: the update writes W in place instead
+ * of giving it a gradient, so W must be the tensor that owns the gradient (a leaf that
+ * requires grad: an update of a computed W would not reach the tensors it came from) and
+ * a parameter of opt. Records SG_ERR_ARG naming op and returns false otherwise. */
+static inline bool sg__fused_check(const char *op, const sg_optim *opt, const sg_tensor *W)
+{
+    if (!W->node && W->requires_grad && sg__fused_has_param(opt, W)) return true;
+    sg__fail(W->ctx, SG_ERR_ARG,
+             "%s: a fused update needs the table to be a leaf that requires grad and is a "
+             "parameter of the optimizer", op);
+    return false;
 }
 
 #endif

@@ -8,12 +8,6 @@
 #include "ops/ops.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* Below this many copied elements a gather stays on one thread. */
-#define SG__GATHER_PAR_MIN ((int64_t)1 << 16)
 
 static bool check_table(const char *op, const sg_tensor *W)
 {
@@ -34,10 +28,12 @@ static bool check_table(const char *op, const sg_tensor *W)
 
 /* ---------------------------------------------------------------- embedding */
 
-/* The fused update: W's rows g's indices stepped by the node's optimizer with g's rows. */
-static int embedding_apply_fused(sg_node *n, sg_tensor *g)
+/* The fused update of a gather (embedding, embedding_bag): W's rows named by g's indices
+ * stepped by the node's optimizer (n->extra) with g's rows. */
+static int gather_apply_fused(sg_node *n, sg_tensor *g)
 {
-    return sg__fused_apply_rows(n->extra, n->in[0], g->indices->data, g->nnz, g->values->data);
+    sg__fused_rows rows = {.idx = g->indices->data, .n = g->nnz, .g = g->values->data};
+    return sg__fused_apply_rows(n->extra, n->in[0], &rows);
 }
 
 static int embedding_backward(sg_node *n, sg_tensor *gout)
@@ -75,7 +71,7 @@ static int embedding_backward(sg_node *n, sg_tensor *gout)
     if (!g) return sg__status_or_nomem(ctx);
     /* Fused: W changes only after the whole backward, which other nodes may still need
      * W's current rows for. */
-    if (n->extra) return sg__defer(n, embedding_apply_fused, g);
+    if (n->extra) return sg__defer(n, gather_apply_fused, g);
     return sg__accum_grad(W, g, false);
 }
 
@@ -104,9 +100,18 @@ static void renorm_rows(sg_tensor *W, const sg_tensor *idx, double max_norm)
 #define SG__GATHER_AHEAD 8
 #define SG__GATHER_PREFETCH_MAX 1024
 
+typedef struct {
+    const sg_tensor *W, *idx;
+    int64_t pad;
+    sg_tensor *out;
+} gather_job;
+
 /* out[b] = W[idx[b]] (zeros where idx[b] == pad) for b in [lo, hi). */
-static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, sg_tensor *out, int64_t lo, int64_t hi)
+static void gather_rows(void *ud, int64_t lo, int64_t hi)
 {
+    const gather_job *job = ud;
+    const sg_tensor *W = job->W, *idx = job->idx;
+    const int64_t pad = job->pad;
     const int64_t D = W->shape[1];
     const size_t rowbytes = (size_t)D * sg_dtype_size(W->dtype);
     const size_t pfbytes = rowbytes < SG__GATHER_PREFETCH_MAX ? rowbytes : SG__GATHER_PREFETCH_MAX;
@@ -124,7 +129,7 @@ static void gather_rows(const sg_tensor *W, const sg_tensor *idx, int64_t pad, s
     }
     SG__DISPATCH_FLOAT(W->dtype, T, {
         const T *w = W->data;
-        T *y = out->data;
+        T *y = job->out->data;
         if (idx->dtype == SG_I64) {
             const int64_t *ix = idx->data;
             GATHER_LOOP(ix)
@@ -153,12 +158,7 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
                         (long long)o.padding_idx, (long long)V);
     if (!(o.max_norm >= 0) || isinf(o.max_norm))
         return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: max_norm must be finite and >= 0");
-    /* The fused update writes W in place instead of giving it a gradient: W must be the
-     * tensor that owns the gradient (a leaf requiring grad) and held by the optimizer. */
-    if (o.fused && (W->node || !W->requires_grad || !sg__fused_has_param(o.fused, W)))
-        return sg__fail(ctx, SG_ERR_ARG,
-                        "sg_embedding: a fused update needs W to be a leaf that requires grad "
-                        "and is a parameter of the optimizer");
+    if (o.fused && !sg__fused_check("sg_embedding", o.fused, W)) return NULL;
     if (!sg__check_index("sg_embedding", idx, V)) return NULL;
     int64_t shape[SG_MAX_DIMS];
     for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
@@ -176,50 +176,53 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
     }
     if (o.max_norm > 0) renorm_rows(W, idx, o.max_norm);
 
-    int nt = sg__threads(ctx);
-    if (nt <= 1 || B * D < SG__GATHER_PAR_MIN) {
-        gather_rows(W, idx, pad, out, 0, B);
-    } else {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-        {
-            int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-            gather_rows(W, idx, pad, out, B * t / T, B * (t + 1) / T);
-        }
-#else
-        gather_rows(W, idx, pad, out, 0, B);
-#endif
-    }
+    gather_job job = {W, idx, pad, out};
+    sg__parallel_for(ctx, B, sg__row_grain(D), gather_rows, &job);
     return out;
 }
 
 /* ---------------------------------------------------------------- embedding_bag */
 
-/* Bag b covers entries [bag_start(b), bag_start(b + 1)) of idx. */
+/* Bag b covers entries [bag_start(b), bag_start(b + 1)) of idx (with include_last_offset,
+ * offsets' last entry is N, so the rule holds for the last bag too). */
 static int64_t bag_start(const sg_tensor *offsets, int64_t b, int64_t n)
 {
     return b < offsets->numel ? sg__idx_at(offsets, b) : n;
 }
 
+/* Entries of [s, e) that are not padding. */
+static int64_t bag_count(const sg_tensor *idx, int64_t pad, int64_t s, int64_t e)
+{
+    int64_t c = e - s;
+    if (pad >= 0)
+        for (int64_t i = s; i < e; i++) c -= sg__idx_at(idx, i) == pad;
+    return c;
+}
+
+/* Node: in W (and per-sample weights), saved[0] idx, saved[1] offsets or, in max mode,
+ * the argmax (B,D) (entry of idx giving each output element, -1 for none); iarg mode,
+ * padding_idx, B; extra the fused optimizer or NULL. */
 static int bag_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *W = n->in[0], *psw = n->n_in > 1 ? n->in[1] : NULL;
-    sg_tensor *idx = n->saved[0], *offsets = n->saved[1], *argmax = n->extra;
+    sg_tensor *idx = n->saved[0];
     sg_ctx *ctx = W->ctx;
-    int mode = (int)n->iarg[0];
-    int64_t N = idx->numel, B = offsets->numel, D = W->shape[1];
-    if (sg__wants_grad(W)) { /* one COO entry per looked-up row: O(N D) */
+    const int mode = (int)n->iarg[0];
+    const int64_t pad = n->iarg[1], B = n->iarg[2], N = idx->numel, D = W->shape[1];
+    const sg_tensor *offsets = mode == SG_BAG_MAX ? NULL : n->saved[1];
+    const sg_tensor *argmax = mode == SG_BAG_MAX ? n->saved[1] : NULL;
+    if (sg__wants_grad(W)) { /* one COO row per looked-up entry that is not padding: O(N D) */
         int64_t vshape[2] = {N, D};
         sg_tensor *val = sg__tmp(ctx, W->dtype, 2, vshape, mode == SG_BAG_MAX || B == 0);
-        sg_tensor *ind = val ? sg__index_row_i64(idx) : NULL;
+        const int64_t npad = pad >= 0 ? N - bag_count(idx, pad, 0, N) : 0;
+        int64_t ishape[2] = {1, N - npad};
+        sg_tensor *ind = !val ? NULL : npad ? sg__tmp(ctx, SG_I64, 2, ishape, false) : sg__index_row_i64(idx);
         if (!ind) return sg__status_or_nomem(ctx);
         SG__DISPATCH_FLOAT(W->dtype, T, {
             const T *g = gout->data;
             const T *pw = psw ? psw->data : NULL;
             T *v = val->data;
             for (int64_t b = 0; b < B; b++) {
-                int64_t s = bag_start(offsets, b, N);
-                int64_t e = bag_start(offsets, b + 1, N);
                 const T *gb = g + b * D;
                 if (mode == SG_BAG_MAX) {
                     const int64_t *am = (const int64_t *)argmax->data + b * D;
@@ -227,17 +230,36 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
                         if (am[j] >= 0) v[am[j] * D + j] = gb[j];
                     continue;
                 }
+                int64_t s = bag_start(offsets, b, N);
+                int64_t e = bag_start(offsets, b + 1, N);
+                T inv = mode == SG_BAG_MEAN ? (T)1 / (T)bag_count(idx, pad, s, e) : (T)1;
                 for (int64_t i = s; i < e; i++) {
-                    T c = mode == SG_BAG_MEAN ? (T)1 / (T)(e - s) : pw ? pw[i] : (T)1;
+                    T c = mode == SG_BAG_MEAN ? inv : pw ? pw[i] : (T)1;
                     for (int64_t j = 0; j < D; j++) v[i * D + j] = c * gb[j];
                 }
             }
+            if (npad) { /* keep the entries that are not padding, in order */
+                int64_t *oi = ind->data;
+                int64_t k = 0;
+                for (int64_t i = 0; i < N; i++) {
+                    int64_t r = sg__idx_at(idx, i);
+                    if (r == pad) continue;
+                    oi[k] = r;
+                    if (k != i) memcpy(v + k * D, v + i * D, (size_t)D * sizeof(T));
+                    k++;
+                }
+            }
         });
-        sg_tensor *gw = sg__coo_wrap(ctx, 2, W->shape, 1, ind, val, false);
-        int rc = gw ? sg__accum_grad(W, gw, false) : sg__status_or_nomem(ctx);
+        int64_t kshape[2] = {N - npad, D};
+        sg_tensor *kept = npad ? sg__view(ctx, W->dtype, 2, kshape, val->data) : val;
+        sg_tensor *gw = kept ? sg__coo_wrap(ctx, 2, W->shape, 1, ind, kept, false) : NULL;
+        if (!gw) return sg__status_or_nomem(ctx);
+        /* Fused: W changes only after the whole backward (this node's weights' gradient
+         * and other nodes may still need W's current rows). */
+        int rc = n->extra ? sg__defer(n, gather_apply_fused, gw) : sg__accum_grad(W, gw, false);
         if (rc) return rc;
     }
-    if (sg__wants_grad(psw)) { /* d/dw_i = <gout[bag(i)], W[idx_i]> */
+    if (sg__wants_grad(psw)) { /* d/dw_i = <gout[bag(i)], W[idx_i]>, 0 for padding */
         sg_tensor *gp = sg__tmp_like(psw, true);
         if (!gp) return sg__status_or_nomem(ctx);
         SG__DISPATCH_FLOAT(W->dtype, T, {
@@ -248,7 +270,9 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
                 int64_t s = bag_start(offsets, b, N);
                 int64_t e = bag_start(offsets, b + 1, N);
                 for (int64_t i = s; i < e; i++) {
-                    const T *row = w + sg__idx_at(idx, i) * D;
+                    int64_t r = sg__idx_at(idx, i);
+                    if (r == pad) continue;
+                    const T *row = w + r * D;
                     T acc = 0;
                     for (int64_t j = 0; j < D; j++) acc += g[b * D + j] * row[j];
                     p[i] = acc;
@@ -261,68 +285,97 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
     return SG_OK;
 }
 
-/* Forward of bags [b0, b1): out rows (zeroed), argmax (max mode) filled. */
-static void bag_forward(const sg_tensor *W, const sg_tensor *idx, const sg_tensor *offsets,
-                        const sg_tensor *psw, int mode, sg_tensor *out, sg_tensor *argmax, int64_t b)
+typedef struct {
+    const sg_tensor *W, *idx, *offsets, *psw;
+    int mode;
+    int64_t pad;
+    sg_tensor *out, *argmax;
+} bag_job;
+
+/* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
+static void bag_forward(void *ud, int64_t lo, int64_t hi)
 {
-    int64_t N = idx->numel, D = W->shape[1];
-    int64_t s = bag_start(offsets, b, N), e = bag_start(offsets, b + 1, N);
-    SG__DISPATCH_FLOAT(W->dtype, T, {
-        const T *w = W->data;
-        const T *pw = psw ? psw->data : NULL;
-        T *o = (T *)out->data + b * D;
-        if (mode == SG_BAG_MAX) {
-            int64_t *am = (int64_t *)argmax->data + b * D;
-            for (int64_t j = 0; j < D; j++) am[j] = e > s ? s : -1;
-            if (e > s) memcpy(o, w + sg__idx_at(idx, s) * D, (size_t)D * sizeof(T));
-            for (int64_t i = s + 1; i < e; i++) {
-                const T *row = w + sg__idx_at(idx, i) * D;
-                for (int64_t j = 0; j < D; j++)
-                    if (row[j] > o[j]) {
-                        o[j] = row[j];
-                        am[j] = i;
-                    }
+    const bag_job *jb = ud;
+    const sg_tensor *idx = jb->idx;
+    const int64_t N = idx->numel, D = jb->W->shape[1], pad = jb->pad;
+    SG__DISPATCH_FLOAT(jb->W->dtype, T, {
+        const T *w = jb->W->data;
+        const T *pw = jb->psw ? jb->psw->data : NULL;
+        for (int64_t b = lo; b < hi; b++) {
+            int64_t s = bag_start(jb->offsets, b, N);
+            int64_t e = bag_start(jb->offsets, b + 1, N);
+            T *o = (T *)jb->out->data + b * D;
+            if (jb->mode == SG_BAG_MAX) {
+                int64_t *am = (int64_t *)jb->argmax->data + b * D;
+                for (int64_t j = 0; j < D; j++) am[j] = -1;
+                for (int64_t i = s; i < e; i++) {
+                    int64_t r = sg__idx_at(idx, i);
+                    if (r == pad) continue;
+                    const T *row = w + r * D;
+                    for (int64_t j = 0; j < D; j++)
+                        if (am[j] < 0 || row[j] > o[j]) {
+                            o[j] = row[j];
+                            am[j] = i;
+                        }
+                }
+                continue;
             }
-        } else {
             for (int64_t i = s; i < e; i++) {
-                const T *row = w + sg__idx_at(idx, i) * D;
+                int64_t r = sg__idx_at(idx, i);
+                if (r == pad) continue;
+                const T *row = w + r * D;
                 T c = pw ? pw[i] : (T)1;
                 for (int64_t j = 0; j < D; j++) o[j] += c * row[j];
             }
-            if (mode == SG_BAG_MEAN && e > s)
-                for (int64_t j = 0; j < D; j++) o[j] /= (T)(e - s);
+            int64_t cnt = jb->mode == SG_BAG_MEAN ? bag_count(idx, pad, s, e) : 0;
+            if (cnt > 0)
+                for (int64_t j = 0; j < D; j++) o[j] /= (T)cnt;
         }
     });
 }
 
-sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets, sg_bag_mode mode,
-                            sg_tensor *per_sample_weights)
+sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
+                            const sg_embedding_bag_opts *opts)
 {
+    static const char op[] = "sg_embedding_bag";
     if (!W || !idx || !offsets) return NULL;
     sg_ctx *ctx = W->ctx;
-    sg_tensor *psw = per_sample_weights;
+    sg_embedding_bag_opts o = SG_EMBEDDING_BAG_OPTS_DEFAULT;
+    if (opts) o = *opts;
+    sg_tensor *psw = o.per_sample_weights;
+    const sg_bag_mode mode = o.mode;
     if (idx->ctx != ctx || offsets->ctx != ctx || (psw && psw->ctx != ctx))
-        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: tensors of different contexts");
-    if (!check_table("sg_embedding_bag", W)) return NULL;
+        return sg__fail(ctx, SG_ERR_ARG, "%s: tensors of different contexts", op);
+    if (!check_table(op, W)) return NULL;
     if (mode != SG_BAG_SUM && mode != SG_BAG_MEAN && mode != SG_BAG_MAX)
-        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: unknown mode %d", (int)mode);
+        return sg__fail(ctx, SG_ERR_ARG, "%s: unknown mode %d", op, (int)mode);
     if (idx->ndim != 1 || offsets->ndim != 1)
-        return sg__fail(ctx, SG_ERR_SHAPE, "sg_embedding_bag: idx and offsets must be 1-D");
-    int64_t V = W->shape[0], D = W->shape[1], N = idx->numel, B = offsets->numel;
-    if (!sg__check_index("sg_embedding_bag", idx, V)) return NULL;
+        return sg__fail(ctx, SG_ERR_SHAPE, "%s: idx and offsets must be 1-D", op);
+    int64_t V = W->shape[0], D = W->shape[1], N = idx->numel;
+    if (o.padding_idx < -1 || o.padding_idx >= V)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: padding_idx %lld outside [0, %lld) and not -1", op,
+                        (long long)o.padding_idx, (long long)V);
+    if (o.include_last_offset && offsets->numel < 1)
+        return sg__fail(ctx, SG_ERR_SHAPE, "%s: include_last_offset needs at least one offset", op);
+    const int64_t B = offsets->numel - (o.include_last_offset ? 1 : 0);
+    if (o.fused && !sg__fused_check(op, o.fused, W)) return NULL;
+    if (!sg__check_index(op, idx, V)) return NULL;
     if (!sg__check_index("sg_embedding_bag (offsets)", offsets, N + 1)) return NULL;
-    if (B > 0 && sg__idx_at(offsets, 0) != 0)
-        return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: offsets[0] must be 0");
-    for (int64_t b = 1; b < B; b++)
+    if (offsets->numel > 0 && sg__idx_at(offsets, 0) != 0)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: offsets[0] must be 0", op);
+    for (int64_t b = 1; b < offsets->numel; b++)
         if (sg__idx_at(offsets, b) < sg__idx_at(offsets, b - 1))
-            return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: offsets decrease at %lld", (long long)b);
+            return sg__fail(ctx, SG_ERR_ARG, "%s: offsets decrease at %lld", op, (long long)b);
+    if (o.include_last_offset && sg__idx_at(offsets, B) != N)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: with include_last_offset the last offset must be %lld, not %lld",
+                        op, (long long)N, (long long)sg__idx_at(offsets, B));
     if (psw) {
         if (mode != SG_BAG_SUM)
-            return sg__fail(ctx, SG_ERR_ARG, "sg_embedding_bag: per_sample_weights need mode SG_BAG_SUM");
+            return sg__fail(ctx, SG_ERR_ARG, "%s: per_sample_weights need mode SG_BAG_SUM", op);
         if (psw->layout != SG_DENSE || psw->dtype != W->dtype)
-            return sg__fail(ctx, SG_ERR_DTYPE, "sg_embedding_bag: per_sample_weights must be dense, of W's dtype");
+            return sg__fail(ctx, SG_ERR_DTYPE, "%s: per_sample_weights must be dense, of W's dtype", op);
         if (psw->ndim != 1 || psw->numel != N)
-            return sg__fail(ctx, SG_ERR_SHAPE, "sg_embedding_bag: per_sample_weights must have shape (%lld)",
+            return sg__fail(ctx, SG_ERR_SHAPE, "%s: per_sample_weights must have shape (%lld)", op,
                             (long long)N);
     }
     int64_t shape[2] = {B, D};
@@ -330,22 +383,19 @@ sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets, sg
     sg_tensor *argmax = NULL;
     if (out && mode == SG_BAG_MAX) argmax = sg__tmp(ctx, SG_I64, 2, shape, false);
     if (!out || (mode == SG_BAG_MAX && !argmax)) return NULL;
-    int nt = sg__threads(ctx);
-    bool par = nt > 1 && N * D >= SG__GATHER_PAR_MIN;
-    (void)par;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-#endif
-    for (int64_t b = 0; b < B; b++) bag_forward(W, idx, offsets, psw, (int)mode, out, argmax, b);
+    bag_job jb = {W, idx, offsets, psw, (int)mode, o.padding_idx, out, argmax};
+    sg__parallel_for(ctx, B, sg__row_grain(B ? N * D / B + D : D), bag_forward, &jb);
     sg_tensor *in[2] = {W, psw};
     int n_in = psw ? 2 : 1;
     if (sg__needs_grad(ctx, n_in, in)) {
         sg_node *nd = sg__node_new(ctx, bag_backward, "embedding_bag", out, n_in, in);
         if (!nd) return NULL;
         nd->saved[0] = idx;
-        nd->saved[1] = offsets;
+        nd->saved[1] = mode == SG_BAG_MAX ? argmax : offsets;
         nd->iarg[0] = mode;
-        nd->extra = argmax;
+        nd->iarg[1] = o.padding_idx;
+        nd->iarg[2] = B;
+        nd->extra = o.fused;
     }
     return out;
 }

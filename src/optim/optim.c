@@ -306,6 +306,7 @@ typedef struct {
     const void *g; /* dense: (numel); rows: (.., width) */
     bool dense;
     sg__rowgroups rg;
+    const sg__fused_rows *factored; /* linear SGD on factored fused rows, else NULL */
 } plan;
 
 /* Groups gradient rows idx[0..n) by row in order of first appearance (O(n), no sort):
@@ -363,7 +364,7 @@ static int runs_reserve(sg_optim *opt, sg__pstate *ps)
 static int plan_rows(sg_optim *opt, sg__pstate *ps, const int64_t *idx, int64_t n,
                      const void *g, bool coalesced, plan *pl)
 {
-    *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}};
+    *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}, NULL};
     int rc = SG_OK;
     if (!coalesced && opt->ops->needs_groups(opt)) rc = group_rows(opt, idx, n, &pl->rg);
     if (!rc && is_lazy_sgd(ps)) rc = runs_reserve(opt, ps);
@@ -412,8 +413,8 @@ static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
         if (!grad) return ctx->status;
     }
     if (grad->layout == SG_DENSE) {
-        if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}};
-        else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}};
+        if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}, NULL};
+        else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}, NULL};
         return is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
     }
     const int64_t *idx = grad->indices->data;
@@ -434,7 +435,8 @@ static void apply_plan(sg_optim *opt, plan *pl, double lr)
     int64_t s = ++*ps->step;
     if (is_lazy_sgd(ps) && (ps->n_runs == 0 || ps->runs[ps->n_runs - 1].lr != lr))
         ps->runs[ps->n_runs++] = (sg__lr_run){s, lr};
-    if (pl->dense) opt->ops->dense(opt, ps, pl->g, s, lr);
+    if (pl->factored) sg__sgd_rows_factored(opt, ps, pl->factored, lr);
+    else if (pl->dense) opt->ops->dense(opt, ps, pl->g, s, lr);
     else opt->ops->rows(opt, ps, &pl->rg, pl->g, s, lr);
 }
 
@@ -479,16 +481,38 @@ int sg_optim_flush(sg_optim *opt)
     return SG_OK;
 }
 
-int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n,
-                         const void *g)
+/* Factored rows written out, row k = (T)(scale * coef[k]) * x[k / per] (the values an
+ * unfused sgns gives its table's COO gradient), for the kinds without a factored kernel. */
+static const void *expand_rows(sg_ctx *ctx, sg_dtype dtype, int64_t width, const sg__fused_rows *r)
 {
-    if (!opt || !W) return SG_ERR_NULL;
+    size_t bytes = (size_t)(r->n > 0 ? r->n * width : 1) * sg_dtype_size(dtype);
+    void *buf = sg__arena_alloc(ctx, bytes);
+    if (!buf) return NULL;
+    SG__DISPATCH_FLOAT(dtype, T, {
+        const T *x = r->x;
+        const T *coef = r->coef;
+        T *o = buf;
+        for (int64_t k = 0; k < r->n; k++) {
+            const T a = (T)(r->scale * (double)coef[k]);
+            const T *xr = x + (k / r->per) * width;
+            for (int64_t j = 0; j < width; j++) o[k * width + j] = a * xr[j];
+        }
+    });
+    return buf;
+}
+
+int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
+{
+    if (!opt || !W || !r) return SG_ERR_NULL;
     sg_ctx *ctx = opt->ctx;
     sg__pstate *ps = state_of(opt, W);
     if (!ps)
         return sg__failc(ctx, SG_ERR_STATE, "%s: fused update of a tensor that is not one of its parameters",
                          opt->name);
-    if (n < 0 || (n > 0 && (!idx || !g))) return sg__failc(ctx, SG_ERR_ARG, "%s: fused update of %lld rows", opt->name, (long long)n);
+    const int64_t n = r->n, *idx = r->idx;
+    const bool factored = !r->g;
+    if (n < 0 || (n > 0 && (!idx || (factored ? !r->x || !r->coef || r->per < 1 || n % r->per : false))))
+        return sg__failc(ctx, SG_ERR_ARG, "%s: fused update of %lld malformed rows", opt->name, (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (idx[i] < 0 || idx[i] >= ps->rows)
             return sg__failc(ctx, SG_ERR_INDEX, "%s: fused update of row %lld of %lld", opt->name,
@@ -496,6 +520,11 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_
     double lr = 0;
     int rc = lr_at(opt, opt->t + 1, &lr);
     if (rc) return rc;
+    const void *g = r->g;
+    if (factored && n > 0 && (opt->kind != SG__OPT_SGD || is_lazy_sgd(ps))) {
+        g = expand_rows(ctx, W->dtype, ps->width, r);
+        if (!g) return ctx->status ? ctx->status : SG_ERR_NOMEM;
+    }
     plan pl;
     if (opt->kind == SG__OPT_ADAM) { /* dense Adam: the rows scattered into a dense gradient */
         sg_tensor *d = sg__tmp_like(W, true);
@@ -506,10 +535,11 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_
             for (int64_t i = 0; i < n; i++)
                 for (int64_t j = 0; j < ps->width; j++) dd[idx[i] * ps->width + j] += gg[i * ps->width + j];
         });
-        pl = (plan){ps, d->data, true, {0, NULL, NULL, NULL, true}};
+        pl = (plan){ps, d->data, true, {0, NULL, NULL, NULL, true}, NULL};
     } else {
         rc = plan_rows(opt, ps, idx, n, g, false, &pl);
         if (rc) return rc;
+        if (factored && !g) pl.factored = r;
     }
     if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
     apply_plan(opt, &pl, lr);

@@ -112,9 +112,10 @@ extern const sg__optim_ops sg__sgd_ops, sg__adagrad_ops, sg__rowwise_adagrad_ops
     sg__adam_ops, sg__lazy_adam_ops;
 
 /* The fused row update (the implementation behind opt->rows.apply_rows): opt's update of
- * rows idx[0..n) of W with gradient rows g (n, D). SG_ERR_STATE when W is not a parameter
- * of opt, SG_ERR_INDEX for a row out of range; nothing changes on error. */
-int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const int64_t *idx, int64_t n, const void *g);
+ * W's rows r->idx with gradient rows r (autograd/tape.h). SG_ERR_STATE when W is not a
+ * parameter of opt, SG_ERR_INDEX for a row out of range, SG_ERR_ARG for a malformed r;
+ * nothing changes on error. */
+int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
 
 /* Makes a persistent state tensor for ps named `name` (shape given), filled with `fill`. */
 sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
@@ -122,6 +123,11 @@ sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
 
 /* Tables of LazyAdam's powers of beta1 and beta2 (opt->beta_pow). */
 int sg__lazy_adam_tables(sg_optim *opt);
+
+/* Linear SGD (no momentum, no weight decay) on factored gradient rows r (r->g NULL):
+ * W[idx[k]] -= lr * scale * coef[k] * x[k / per], each row's entries in order (bitwise
+ * the same for any thread count); with a nondeterministic context, Hogwild-style. */
+void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r, double lr);
 
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);

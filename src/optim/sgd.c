@@ -207,6 +207,80 @@ static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *
     });
 }
 
+/* ---- linear update on factored rows (fused sgns): w[idx[k]] += (T)(a * coef[k]) * x[k / per]
+ * with a = -lr * scale, examples (groups of `per` entries sharing an x row) in order. */
+
+typedef struct {
+    const sg__fused_rows *r;
+    void *w;
+    sg_dtype dtype;
+    int64_t width;
+    double a;
+    uint32_t parts; /* deterministic: part p applies the entries whose row it owns */
+} factored_job;
+
+/* The part (of `parts`) that owns row r: a multiplicative hash, so that the frequent rows
+ * (low numbers in word2vec's tables) are spread over the parts, with no division. */
+static inline uint32_t factored_part(int64_t r, uint32_t parts)
+{
+    return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
+}
+
+/* Examples [lo, hi); only rows of part `part` unless parts == 1. */
+static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uint32_t part)
+{
+    const int64_t per = j->r->per, width = j->width, *idx = j->r->idx;
+    const uint32_t parts = j->parts;
+    SG__DISPATCH_FLOAT(j->dtype, T, {
+        const T *x = j->r->x;
+        const T *coef = j->r->coef;
+        T *w = j->w;
+        for (int64_t i = lo; i < hi; i++) {
+            const T *restrict xi = x + i * width;
+            for (int64_t e = i * per; e < (i + 1) * per; e++) {
+                const int64_t row = idx[e];
+                if (parts > 1 && factored_part(row, parts) != part) continue;
+                T *restrict wr = w + row * width;
+                const T u = (T)(j->a * (double)coef[e]);
+                for (int64_t d = 0; d < width; d++) wr[d] += u * xi[d];
+            }
+        }
+    });
+}
+
+/* Deterministic: parts [lo, hi), each scanning every example. */
+static void factored_parts_range(void *ud, int64_t lo, int64_t hi)
+{
+    const factored_job *j = ud;
+    for (int64_t p = lo; p < hi; p++) factored_examples(j, 0, j->r->n / j->r->per, (uint32_t)p);
+}
+
+/* Hogwild: examples [lo, hi) update their rows without owning them. */
+static void factored_hogwild_range(void *ud, int64_t lo, int64_t hi)
+{
+    factored_examples(ud, lo, hi, 0);
+}
+
+void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r, double lr)
+{
+    sg_ctx *ctx = opt->ctx;
+    const int64_t width = ps->width, examples = r->n / r->per;
+    factored_job j = {r, ps->param->data, ps->param->dtype, width, -lr * r->scale, 1};
+    if (ctx->nondeterministic) {
+        sg__parallel_for(ctx, examples, sg__row_grain(r->per * width), factored_hogwild_range, &j);
+        return;
+    }
+    /* one part per thread, each with at least a grain of the work */
+    int64_t parts = r->n * width / SG__GRAIN, threads = sg__threads(ctx);
+    if (parts > threads) parts = threads;
+    if (parts <= 1) {
+        factored_examples(&j, 0, examples, 0);
+        return;
+    }
+    j.parts = (uint32_t)parts;
+    sg__parallel_for(ctx, parts, 1, factored_parts_range, &j);
+}
+
 static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
                      int64_t s, double lr)
 {

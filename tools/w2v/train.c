@@ -16,8 +16,19 @@
  * (word2vec.c draws in [-0.5/D, 0.5/D); on the Brown corpus the wider start scores about
  * 0.5 points higher on the analogy test at the same learning rate), output rows zero.
  *
- * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and one
- * batch's examples and tape: O(batch * (negative + 1) * D) floats.
+ * One SGD optimizer updates both tables: the output table inside sg_sgns_loss's backward
+ * (fused), the input table from its sparse gradient at sg_optim_step (the graph engine:
+ * both from gradients). Its learning rate is word2vec.c's linear decay by words read, as
+ * a callback schedule: before each step the trainer records the words read before that
+ * step's batch was drawn, and the callback maps them to alpha * (1 - words / (total + 1)),
+ * at least alpha * 1e-4.
+ *
+ * Index tensors: the batch is drawn straight into int64 tensors (what the ops' backwards
+ * use as COO indices without a copy). There are two sets, used in turn, since the next
+ * batch is drawn while the current step's backward still reads its indices.
+ *
+ * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
+ * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
  */
 #include "w2v.h"
 
@@ -62,16 +73,39 @@ typedef struct {
     /* the current sentence (kept words only) */
     int32_t sen[W2V_MAX_SENTENCE];
     int len, pos;
-    /* one batch */
+    /* one batch, drawn into index set `set` (persistent int64 tensors of capacity cap) */
     int64_t cap;     /* examples */
     int64_t n;       /* examples in the batch */
-    int32_t *input;  /* skip-gram: (n); CBOW: the bags' words, flat */
+    int set;
+    sg_tensor *input_t[2], *offset_t[2], *target_t[2];
+    int64_t *input;  /* skip-gram: (n); CBOW: the bags' words, flat */
     int64_t n_input;
-    int32_t *offset; /* CBOW: start of each bag in input (n) */
-    int32_t *target; /* (n, 1 + negative) */
+    int64_t *offset; /* CBOW: start of each bag in input (n) */
+    int64_t *target; /* (n, 1 + negative) */
     /* times each row of the input / output table occurs in the batch (0 between batches) */
     int32_t *hits_in, *hits_out;
 } w2v_trainer;
+
+/* The learning-rate schedule's record: the words read before step `step`'s batch. */
+typedef struct {
+    int64_t step, words, total;
+} w2v_lr_record;
+
+/* word2vec.c's linear decay: alpha (1 - words / (total + 1)), at least alpha * 1e-4. */
+static double w2v_lr_decay(double alpha, int64_t words, int64_t total)
+{
+    double lr = alpha * (1 - (double)words / (double)(total + 1));
+    return lr < alpha * 1e-4 ? alpha * 1e-4 : lr;
+}
+
+/* The callback schedule: the decay at the recorded words for the recorded step (the
+ * optimizer only asks for its coming step); NaN, which the optimizer refuses, for any
+ * other step. */
+static double w2v_lr_schedule(void *ud, int64_t step, double base_lr)
+{
+    const w2v_lr_record *r = ud;
+    return step == r->step ? w2v_lr_decay(base_lr, r->words, r->total) : NAN;
+}
 
 /* Reads the next sentence: kept in-vocabulary words, at most W2V_MAX_SENTENCE. */
 static void next_sentence(w2v_trainer *t)
@@ -97,7 +131,7 @@ static void next_sentence(w2v_trainer *t)
     }
 }
 
-static void draw_negatives(w2v_trainer *t, int32_t *row, int32_t positive)
+static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
 {
     for (int k = 1; k <= t->cfg->negative; k++) {
         int32_t w = w2v_noise_draw(&t->noise, &t->rng);
@@ -108,7 +142,7 @@ static void draw_negatives(w2v_trainer *t, int32_t *row, int32_t positive)
 }
 
 /* Counts one more occurrence of each row in rows[0..n); true once one reaches the cap. */
-static bool hit(int32_t *hits, const int32_t *rows, int64_t n)
+static bool hit(int32_t *hits, const int64_t *rows, int64_t n)
 {
     bool full = false;
     for (int64_t i = 0; i < n; i++) full |= ++hits[rows[i]] >= W2V_MAX_ROW_HITS;
@@ -120,13 +154,18 @@ static bool hit(int32_t *hits, const int32_t *rows, int64_t n)
  * occurs W2V_MAX_ROW_HITS times in it: a step sums every update of a row computed at the
  * same point, and without the cap a very frequent word (a common noise word above all)
  * takes one large step where word2vec.c takes many small self-correcting ones, which
- * diverged with 8192-example batches on the demo corpus. */
+ * diverged with 8192-example batches on the demo corpus. The batch goes into the index set
+ * not used by the previous batch, whose step may still be running. */
 static void fill_batch(w2v_trainer *t)
 {
     const int W = t->cfg->window, T = t->cfg->negative + 1;
     const int64_t per_pos = t->cfg->cbow ? 1 : 2 * W;
     for (int64_t i = 0; i < t->n_input; i++) t->hits_in[t->input[i]] = 0;
     for (int64_t e = 0; e < t->n * T; e++) t->hits_out[t->target[e]] = 0;
+    t->set ^= 1;
+    t->input = sg_tensor_data(t->input_t[t->set]);
+    t->offset = sg_tensor_data(t->offset_t[t->set]);
+    t->target = sg_tensor_data(t->target_t[t->set]);
     t->n = t->n_input = 0;
     bool full = false;
     while (!full && t->n + per_pos <= t->cap) {
@@ -135,7 +174,7 @@ static void fill_batch(w2v_trainer *t)
             if (t->len == 0) return;
         }
         const int p = t->pos++;
-        const int32_t centre = t->sen[p];
+        const int64_t centre = t->sen[p];
         const int b = (int)w2v_rng_below(&t->rng, (uint32_t)W);
         const int lo = p - W + b < 0 ? 0 : p - W + b;
         const int hi = p + W - b >= t->len ? t->len - 1 : p + W - b;
@@ -144,8 +183,8 @@ static void fill_batch(w2v_trainer *t)
             for (int c = lo; c <= hi; c++)
                 if (c != p) t->input[t->n_input++] = t->sen[c];
             if (t->n_input == start) continue;
-            t->offset[t->n] = (int32_t)start;
-            int32_t *row = t->target + t->n * T;
+            t->offset[t->n] = start;
+            int64_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
             full |= hit(t->hits_in, t->input + start, t->n_input - start);
@@ -155,7 +194,7 @@ static void fill_batch(w2v_trainer *t)
             for (int c = lo; c <= hi; c++) {
                 if (c == p) continue;
                 t->input[t->n] = t->sen[c];
-                int32_t *row = t->target + t->n * T;
+                int64_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
                 full |= hit(t->hits_in, t->input + t->n, 1);
@@ -167,45 +206,43 @@ static void fill_batch(w2v_trainer *t)
     }
 }
 
-static sg_tensor *tmp_i32(sg_ctx *ctx, int ndim, const int64_t *shape, const int32_t *src)
-{
-    sg_tensor *x = sg_tensor_new_tmp(ctx, SG_I32, ndim, shape);
-    if (x) memcpy(sg_tensor_data(x), src, (size_t)sg_tensor_numel(x) * sizeof *src);
-    return x;
-}
-
 /* The forward half of a step on the current batch: the loss tensor (on the tape), or NULL
- * with a message printed. */
-static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, double lr)
+ * with a message printed. The ops take the batch's index tensors as views (no copy). */
+static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
 {
     sg_ctx *ctx = m->ctx;
     const int64_t n = t->n, T = t->cfg->negative + 1;
     sg_tape_reset(ctx);
-    int64_t s_in[1] = {t->n_input}, s_n[1] = {n}, s_t[2] = {n, T}, s_flat[1] = {n * T};
-    sg_tensor *input = tmp_i32(ctx, 1, s_in, t->input);
-    sg_tensor *h = t->cfg->cbow
-                       ? sg_embedding_bag(m->in, input, tmp_i32(ctx, 1, s_n, t->offset),
-                                          SG_BAG_MEAN, NULL)
-                       : sg_embedding(m->in, input, NULL);
+    sg_tensor *input = sg_slice(t->input_t[t->set], 0, t->n_input);
+    sg_tensor *target = sg_slice(t->target_t[t->set], 0, n);
+    sg_tensor *h;
+    if (t->cfg->cbow) {
+        sg_embedding_bag_opts bo = SG_EMBEDDING_BAG_OPTS_DEFAULT;
+        bo.mode = SG_BAG_MEAN;
+        h = sg_embedding_bag(m->in, input, sg_slice(t->offset_t[t->set], 0, n), &bo);
+    } else {
+        h = sg_embedding(m->in, input, NULL);
+    }
     sg_tensor *loss;
     if (t->cfg->engine == W2V_ENGINE_FUSED) {
-        sg_sgns_opts so = {.fused_sgd_lr = lr};
-        loss = sg_sgns_loss(h, m->out, tmp_i32(ctx, 2, s_t, t->target), &so);
+        sg_sgns_opts so = {.fused = opt};
+        loss = sg_sgns_loss(h, m->out, target, &so);
     } else {
         /* the same loss from general ops: rows of h repeated per target, dot products
          * with the targets' output rows, signs (+ for the true target), log-sigmoid */
-        sg_tensor *rep = sg_tensor_new_tmp(ctx, SG_I32, 1, s_flat);
+        int64_t s_flat[1] = {n * T};
+        sg_tensor *rep = sg_tensor_new_tmp(ctx, SG_I64, 1, s_flat);
         sg_tensor *sign = sg_tensor_new_tmp(ctx, SG_F32, 1, s_flat);
         if (rep && sign) {
-            int32_t *r = sg_tensor_data(rep);
+            int64_t *r = sg_tensor_data(rep);
             float *sg = sg_tensor_f32(sign);
             for (int64_t e = 0; e < n * T; e++) {
-                r[e] = (int32_t)(e / T);
+                r[e] = e / T;
                 sg[e] = e % T == 0 ? 1.0f : -1.0f;
             }
         }
         sg_tensor *hrep = sg_index_select(h, 0, rep);
-        sg_tensor *u = sg_embedding(m->out, tmp_i32(ctx, 1, s_flat, t->target), NULL);
+        sg_tensor *u = sg_embedding(m->out, sg_reshape(target, 1, s_flat), NULL);
         sg_tensor *score = sg_mul(sg_rowdot(hrep, u), sign);
         loss = sg_scale(sg_sum(sg_log_sigmoid(score)), -1.0);
     }
@@ -216,12 +253,11 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, double lr)
 }
 
 /* The backward half: gradients, the fused update of the output table and the optimizer
- * step. Returns the context's status (SG_OK). It reads nothing of the trainer's batch
- * arrays (the ops copied them), so the next batch may be drawn meanwhile. */
-static int step_backward(sg_ctx *ctx, sg_tensor *loss, sg_optim *opt, double lr)
+ * step. Returns the context's status (SG_OK). It reads the current index set, never the
+ * other one, so the next batch may be drawn meanwhile. */
+static int step_backward(sg_ctx *ctx, sg_tensor *loss, sg_optim *opt)
 {
     int rc = sg_backward(loss);
-    if (!rc) rc = sg_optim_set_lr(opt, lr);
     if (!rc) rc = sg_optim_step(opt);
     return rc ? rc : sg_ctx_status(ctx);
 }
@@ -272,9 +308,6 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     t.cap = cfg->batch;
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
     t.keep = w2v_keep_table(v, cfg->sample);
-    t.input = malloc((size_t)t.cap * (size_t)(cfg->cbow ? 2 * cfg->window : 1) * sizeof *t.input);
-    t.offset = malloc((size_t)t.cap * sizeof *t.offset);
-    t.target = malloc((size_t)(t.cap * T) * sizeof *t.target);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
     t.hits_out = calloc((size_t)V, sizeof *t.hits_out);
     w2v_model m = {0};
@@ -283,19 +316,37 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     m.ctx = sg_ctx_new(&co);
     int rc = -1;
     sg_optim *opt = NULL;
-    if (!t.keep || !t.input || !t.offset || !t.target || !t.hits_in || !t.hits_out || !m.ctx ||
+    if (!t.keep || !t.hits_in || !t.hits_out || !m.ctx ||
         w2v_noise_init(&t.noise, v->counts, V, 0.75)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
     }
+    const int64_t s_input[1] = {t.cap * (cfg->cbow ? 2 * cfg->window : 1)}, s_offset[1] = {t.cap},
+                  s_target[2] = {t.cap, T};
+    for (int k = 0; k < 2; k++) {
+        t.input_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_input);
+        t.offset_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_offset);
+        t.target_t[k] = sg_tensor_new(m.ctx, SG_I64, 2, s_target);
+        if (!t.input_t[k] || !t.offset_t[k] || !t.target_t[k]) {
+            fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
+            goto done;
+        }
+    }
+    t.input = sg_tensor_data(t.input_t[0]);
+    t.offset = sg_tensor_data(t.offset_t[0]);
+    t.target = sg_tensor_data(t.target_t[0]);
     int64_t shape[2] = {V, D};
     m.in = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
     m.out = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
     sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
     so.lr = alpha;
     opt = sg_optim_sgd(m.ctx, &so);
+    const int64_t total = (int64_t)cfg->iter * v->total_tokens;
+    w2v_lr_record lr_rec = {1, 0, total};
+    const sg_lr_schedule decay = {.kind = SG_LR_CALLBACK, .fn = w2v_lr_schedule, .ud = &lr_rec};
     if (!m.in || !m.out || !opt || sg_tensor_fill_uniform(m.in, -1.0 / (double)D, 1.0 / (double)D) ||
-        sg_optim_add_param(opt, m.in) || sg_optim_add_param(opt, m.out)) {
+        sg_optim_add_param(opt, m.in) || sg_optim_add_param(opt, m.out) ||
+        sg_optim_set_schedule(opt, &decay)) {
         fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
         goto done;
     }
@@ -303,7 +354,6 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     const int threads = sg_ctx_threads(m.ctx);
     w2v_progress pr;
     w2v_progress_init(&pr, log, threads);
-    const int64_t total = (int64_t)cfg->iter * v->total_tokens;
     const double t0 = w2v_now();
     double interval_loss = 0, epoch_loss = 0;
     int64_t interval_n = 0, epoch_n = 0;
@@ -323,10 +373,10 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
         int64_t lr_tokens = t.tokens;
         fill_batch(&t);
         while (t.n > 0) {
-            double lr = alpha * (1 - (double)lr_tokens / (double)(total + 1));
-            if (lr < alpha * 1e-4) lr = alpha * 1e-4;
+            lr_rec = (w2v_lr_record){sg_optim_steps(opt) + 1, lr_tokens, total};
+            const double lr = w2v_lr_decay(alpha, lr_tokens, total);
             const int64_t n = t.n;
-            sg_tensor *loss = step_forward(&t, &m, lr);
+            sg_tensor *loss = step_forward(&t, &m, opt);
             int st = loss ? SG_OK : -1;
             const double l = loss ? sg_tensor_get(loss, 0) : 0;
             lr_tokens = t.tokens;
@@ -339,7 +389,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
 #ifdef _OPENMP
 #pragma omp section
 #endif
-                    st = step_backward(m.ctx, loss, opt, lr);
+                    st = step_backward(m.ctx, loss, opt);
 #ifdef _OPENMP
 #pragma omp section
 #endif
@@ -347,7 +397,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 }
                 sg_ctx_set_threads(m.ctx, threads);
             } else if (loss) {
-                st = step_backward(m.ctx, loss, opt, lr);
+                st = step_backward(m.ctx, loss, opt);
                 fill_batch(&t);
             }
             if (st) {
@@ -392,9 +442,6 @@ done:
     sg_optim_free(opt);
     w2v_noise_free(&t.noise);
     free(t.keep);
-    free(t.input);
-    free(t.offset);
-    free(t.target);
     free(t.hits_in);
     free(t.hits_out);
     if (rc == 0 && mout) *mout = m;

@@ -131,9 +131,9 @@ typedef struct {
     sg_tensor *out; /* (V,D) f32: the output (context) vectors */
 } w2v_model;
 
-/* Most entries of each per-step int32 index array, allocated up front: CBOW's context
- * slots (batch * 2 * window, whose starts are int32 offsets) and the targets
- * (batch * (negative + 1)); 2^26 entries are 256 MB. */
+/* Most entries of each per-step int64 index array, allocated up front (twice: the next
+ * batch is drawn while a step runs): CBOW's context slots (batch * 2 * window) and the
+ * targets (batch * (negative + 1)); 2^26 entries are 512 MB. */
 #define W2V_MAX_STEP_SLOTS ((int64_t)1 << 26)
 /* 0 when cfg's per-step arrays fit W2V_MAX_STEP_SLOTS; otherwise -1 with a message naming
  * the flags printed to err. */
