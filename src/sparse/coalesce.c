@@ -9,8 +9,8 @@
  * several, every phase is a sg__parallel_for over fixed chunks of the pairs: making them
  * (with the first pass's counts), then per pass a histogram per chunk, the offsets (laid
  * out digit-major, chunk-minor, which keeps the sort stable; one thread) and the scatter;
- * the summation splits the sorted pairs into chunks too, each owning the runs that start
- * in it. Scratch memory comes from the step arena, which later steps reuse, so a
+ * the summation splits the sorted pairs into the same chunks, each owning the runs that
+ * start in it. Scratch memory comes from the step arena, which later steps reuse, so a
  * steady-state coalesce neither mallocs nor faults pages in. */
 #include "sparse/sparse.h"
 
@@ -196,9 +196,9 @@ static void sum_pairs(const sg_tensor *t, const void *s, bool packed, int64_t i0
     }
 }
 
-/* The summation cuts the sorted pairs into chunks of `grain`; chunk c handles the runs
- * (rows of the result) that start in it, following its last run past the chunk's end.
- * first[c] is the result row of chunk c's first run. */
+/* The summation cuts the sorted pairs into the sort's chunks of SG__GRAIN pairs; chunk c
+ * handles the runs (rows of the result) that start in it, following its last run past the
+ * chunk's end. first[c] is the result row of chunk c's first run. */
 static bool run_starts_at(const void *s, int64_t i, bool packed)
 {
     return i == 0 || pair_row(s, i, packed) != pair_row(s, i - 1, packed);
@@ -208,7 +208,6 @@ typedef struct {
     const sg_tensor *t;
     const void *s; /* the sorted pairs */
     bool packed;
-    int64_t grain;
     int64_t *first; /* per chunk: its runs, then the result row of its first run */
     sg_tensor *out;
     const void *negzero;
@@ -219,14 +218,14 @@ static void count_runs(void *vj, int64_t lo, int64_t hi)
     const sum_job *j = vj;
     int64_t k = 0;
     for (int64_t i = lo; i < hi; i++) k += run_starts_at(j->s, i, j->packed);
-    j->first[lo / j->grain] = k;
+    j->first[lo / SG__GRAIN] = k;
 }
 
 /* Writes the runs starting in chunk [lo, hi) as rows of out (indices and summed values). */
 static void sum_runs(void *vj, int64_t lo, int64_t hi)
 {
     const sum_job *j = vj;
-    int64_t n = j->t->nnz, u0 = j->first[lo / j->grain];
+    int64_t n = j->t->nnz, u0 = j->first[lo / SG__GRAIN];
     while (lo < hi && !run_starts_at(j->s, lo, j->packed)) lo++;
     while (hi < n && !run_starts_at(j->s, hi, j->packed)) hi++; /* finish the last run */
     if (lo < hi) sum_pairs(j->t, j->s, j->packed, lo, hi, u0, j->out, j->negzero);
@@ -247,7 +246,7 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     size_t pair = packed ? sizeof(uint64_t) : sizeof(kv);
     size_t nh = 256 * (size_t)(chunked ? (n + SG__GRAIN - 1) / SG__GRAIN : (passes ? passes : 1));
     int64_t D = sg__coo_rowsize(t);
-    int64_t sum_grain = sg__row_grain(D ? D : 1), sum_chunks = (n + sum_grain - 1) / sum_grain;
+    int64_t sum_chunks = (n + SG__GRAIN - 1) / SG__GRAIN;
     void *a = sg__arena_alloc(ctx, (size_t)(n ? n : 1) * pair);
     void *b = a ? sg__arena_alloc(ctx, (size_t)(n ? n : 1) * pair) : NULL;
     int64_t *hist = b ? sg__arena_alloc(ctx, nh * sizeof *hist) : NULL;
@@ -261,8 +260,8 @@ sg_tensor *sg_coalesce(sg_tensor *t)
 
     void *s = chunked ? radix_chunked(ctx, t, a, b, passes, packed, hist)
                       : radix_one_thread(t, a, b, passes, packed, hist);
-    sum_job j = {t, s, packed, sum_grain, first, NULL, negzero};
-    sg__parallel_for(ctx, n, sum_grain, count_runs, &j);
+    sum_job j = {t, s, packed, first, NULL, negzero};
+    sg__parallel_for(ctx, n, SG__GRAIN, count_runs, &j);
     int64_t U = 0;
     for (int64_t c = 0; c < sum_chunks; c++) {
         int64_t k = first[c];
@@ -277,6 +276,6 @@ sg_tensor *sg_coalesce(sg_tensor *t)
     sg_tensor *ind = sg__tmp(ctx, SG_I64, 2, ishape, false);
     sg_tensor *val = ind ? sg__tmp(ctx, t->dtype, t->values->ndim, vshape, false) : NULL;
     j.out = val ? sg__coo_wrap(ctx, t->ndim, t->shape, t->sparse_dim, ind, val, true) : NULL;
-    if (j.out) sg__parallel_for(ctx, n, sum_grain, sum_runs, &j);
+    if (j.out) sg__parallel_for(ctx, n, SG__GRAIN, sum_runs, &j);
     return j.out;
 }
