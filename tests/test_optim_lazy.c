@@ -491,4 +491,42 @@ TEST(bitwise_identical_across_thread_counts)
     free(init);
 }
 
+TEST(dense_steps_bitwise_identical_across_thread_counts)
+{
+    /* dense gradients over a table of several chunks: every kind's dense path (and exact
+     * lazy SGD's all-rows path), on 1, 2 and 3 threads */
+    enum { V = 3000, D = 64, STEPS = 3 };
+    double *g = malloc((size_t)STEPS * V * D * sizeof *g), *init = malloc(V * D * sizeof *init);
+    for (int i = 0; i < STEPS * V * D; i++) g[i] = tu_rand_unit();
+    for (int i = 0; i < V * D; i++) init[i] = tu_rand_unit();
+    for (int kind = 0; kind < 5; kind++) {
+        float *res[3];
+        for (int th = 0; th < 3; th++) {
+            sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = th + 1});
+            sg_tensor *Wt = table(ctx, SG_F32, V, D, init);
+            sg_optim *opt = kind == 0   ? sg_optim_sgd(ctx, &(sg_sgd_opts){0.1, 0, 0, 0, 0})
+                            : kind == 1 ? sg_optim_sgd(ctx, &(sg_sgd_opts){0.1, 0.9, 0, 0.01, 1})
+                            : kind == 2 ? sg_optim_adagrad(ctx, &(sg_adagrad_opts){0.1, 0.01, 0.01, 0.1, 1e-10})
+                            : kind == 3 ? sg_optim_adam(ctx, &(sg_adam_opts){0.01, 0.9, 0.99, 1e-8, 0.01, 1})
+                                        : sg_optim_lazy_adam(ctx, NULL);
+            sg_optim_add_param(opt, Wt);
+            for (int s = 0; s < STEPS; s++) {
+                CHECK_STATUS(ctx, give_dense(Wt, g + (size_t)s * V * D), SG_OK);
+                CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+                sg_tape_reset(ctx);
+            }
+            res[th] = malloc(V * D * sizeof(float));
+            memcpy(res[th], sg_tensor_f32(Wt), V * D * sizeof(float));
+            CHECK(res[th][V * D - 1] != (float)init[V * D - 1]); /* the last chunk stepped too */
+            sg_optim_free(opt);
+            sg_ctx_free(ctx);
+        }
+        CHECK(!memcmp(res[0], res[1], V * D * sizeof(float)));
+        CHECK(!memcmp(res[0], res[2], V * D * sizeof(float)));
+        for (int th = 0; th < 3; th++) free(res[th]);
+    }
+    free(g);
+    free(init);
+}
+
 TEST_MAIN()

@@ -316,10 +316,12 @@ TEST(coalesce_matches_qsort_reference)
     coalesce_case(2, (int64_t[]){1000, 4}, 1, 5000, 300, 1);     /* ~17 duplicates a row */
     coalesce_case(2, (int64_t[]){1000, 4}, 1, 5000, 300, 2);
     coalesce_case(2, (int64_t[]){70000, 2}, 1, 60000, 70000, 2); /* three byte passes, parallel */
+    coalesce_case(2, (int64_t[]){300000, 3}, 1, 200000, 300000, 3); /* more chunks than threads */
     coalesce_case(3, (int64_t[]){40, 50, 3}, 2, 3000, 2000, 1);  /* flattened rows */
     coalesce_case(2, (int64_t[]){300, 300}, 2, 4000, 500, 2);    /* dense_dim 0 */
     coalesce_case(2, (int64_t[]){(int64_t)1 << 20, (int64_t)1 << 20}, 2, 5000, 3000, 1);  /* rows >= 2^32: */
     coalesce_case(2, (int64_t[]){(int64_t)1 << 20, (int64_t)1 << 20}, 2, 40000, 9000, 2); /* wide pairs */
+    coalesce_case(2, (int64_t[]){(int64_t)1 << 20, (int64_t)1 << 20}, 2, 100000, 90000, 3);
     coalesce_case(2, (int64_t[]){5, 4}, 1, 50, 1, 1);            /* one row: no byte pass */
     coalesce_case(2, (int64_t[]){5, 4}, 1, 0, 1, 1);             /* empty */
 }

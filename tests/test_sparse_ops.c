@@ -235,6 +235,61 @@ TEST(dense_vs_sparse_equivalence)
     sg_ctx_free(ctx);
 }
 
+/* y = spmm(a, B) (a given, or masked to a's pattern, which restricts its gradient) and the
+ * gradients of a weighted sum of y, on `threads` threads: y, dB and da (dense) copied out. */
+static void spmm_run(sg_tensor *a, int restricted, sg_tensor *B, int threads, double **out)
+{
+    sg_ctx *ctx = sg_tensor_ctx(a);
+    sg_ctx_set_threads(ctx, threads);
+    sg_tensor *ad = restricted ? sg_tensor_requires_grad(dense_of(ctx, a), 1) : NULL;
+    sg_tensor *y = sg_matmul(restricted ? sg_sparse_mask(ad, a) : a, B);
+    CHECK(y != NULL);
+    CHECK_STATUS(ctx, sg_backward(weighted(ctx, y, 5)), SG_OK);
+    out[0] = tu_meaning(y, sg_tensor_numel(y));
+    out[1] = grad_meaning(B);
+    out[2] = grad_meaning(restricted ? ad : a);
+    sg_tape_reset(ctx);
+    sg_tensor_free(ad);
+}
+
+TEST(spmm_bitwise_identical_across_thread_counts)
+{
+    /* enough work for several threads; ~4 duplicates a cell, so entry order matters */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t M = 300, K = 200, N = 40;
+    sg_tensor *B = sg_tensor_requires_grad(rand_dense(ctx, 2, (int64_t[]){K, N}), 1);
+    sg_tensor *as[2] = {rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 8000, 2000),  /* entries */
+                        rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 400, 100)};  /* rows */
+    int64_t sizes[3] = {M * N, K * N, M * K};
+    for (int c = 0; c < 4; c++) {
+        sg_tensor *a = sg_tensor_requires_grad(as[c / 2], 1);
+        double *ref[3], *got[3];
+        spmm_run(a, c % 2, B, 1, ref);
+        /* y against a naive loop over a's entries (in their order) */
+        double *want = calloc((size_t)(M * N), sizeof *want);
+        const int64_t *ai = sg_tensor_data(sg_coo_indices(a));
+        const double *av = sg_tensor_data(sg_coo_values(a)), *Bd = sg_tensor_f64(B);
+        int64_t nnz = sg_coo_nnz(a);
+        for (int64_t e = 0; e < nnz; e++)
+            for (int64_t k = 0; k < K; k++) {
+                if (c / 2 == 0 && k != ai[nnz + e]) continue;
+                double v = c / 2 == 0 ? av[e] : av[e * K + k];
+                for (int64_t j = 0; j < N; j++) want[ai[e] * N + j] += v * Bd[k * N + j];
+            }
+        CHECK(max_diff(ref[0], want, M * N) < 1e-12);
+        free(want);
+        for (int threads = 2; threads <= 3; threads++) {
+            spmm_run(a, c % 2, B, threads, got);
+            for (int k = 0; k < 3; k++) {
+                CHECK(memcmp(got[k], ref[k], (size_t)sizes[k] * sizeof(double)) == 0);
+                free(got[k]);
+            }
+        }
+        for (int k = 0; k < 3; k++) free(ref[k]);
+    }
+    sg_ctx_free(ctx);
+}
+
 TEST(restricted_gradients_cost_nnz_not_numel)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

@@ -217,8 +217,19 @@ typedef void (*sg__range_fn)(void *ud, int64_t lo, int64_t hi);
 /* Runs fn over [0, n) in chunks of `grain` items (the last chunk may be shorter), spread
  * over the context's threads when there are two chunks or more. Chunk boundaries depend
  * only on n and grain, never on the thread count, so a kernel whose chunks write disjoint
- * outputs (or per-chunk partials combined in chunk order) is bitwise deterministic. */
+ * outputs (or per-chunk partials combined in chunk order) is bitwise deterministic. Chunk
+ * c is [c grain, (c+1) grain), so lo / grain is its index: a kernel keeps per-chunk partials
+ * (histograms, counts) in slot lo / grain of an array of (n + grain - 1) / grain. */
 void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+
+/* A chunk's test for sg__parallel_any: true when items [lo, hi) hold what the kernel
+ * looks for. */
+typedef bool (*sg__range_test)(void *ud, int64_t lo, int64_t hi);
+
+/* True when test holds for some chunk of [0, n) (chunked as by sg__parallel_for; the
+ * answer does not depend on the thread count). For checks that scan an input in parallel,
+ * e.g. for an index out of range, before a serial pass finds and reports the first one. */
+bool sg__parallel_any(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_test test, void *ud);
 
 /* The grain policy: about SG__GRAIN elements of work per chunk, so small tensors stay on
  * one thread and big ones split evenly. */
@@ -231,5 +242,19 @@ static inline int64_t sg__row_grain(int64_t len)
     return len > 0 && len < SG__GRAIN ? SG__GRAIN / len : 1;
 }
 
+/* Threads sg__parallel_for(ctx, n, grain, ...) runs on: the context's threads, at most one
+ * per chunk (so 1 when n <= grain). A kernel may take a cheaper one-thread algorithm when
+ * this is 1, provided both give bitwise the same result. */
+int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain);
+
+/* Runs fn over [0, n) cut into at most one contiguous range per thread: as many ranges as
+ * sg__parallel_threads(ctx, work, SG__GRAIN), capped at n, with even cuts (one call
+ * fn(ud, 0, n) when that is 1). For kernels in which every range scans the whole input
+ * and keeps what falls in its range (a range of destination rows, as in the deterministic
+ * index-add of DESIGN.md): such a range costs the full scan however short it is, so there
+ * are never more ranges than threads. `work` is the kernel's total elements of work. The
+ * cuts depend on the thread count, so fn must compute every output the same way whichever
+ * range holds it (then the result is bitwise identical for any thread count). */
+void sg__parallel_ranges(sg_ctx *ctx, int64_t n, int64_t work, sg__range_fn fn, void *ud);
 
 #endif

@@ -1,27 +1,85 @@
-/* The one parallel loop every kernel goes through. Invariant: the chunking is a function
- * of (n, grain) only, so the thread count never changes which items a chunk holds or the
- * order inside it. */
+/* The one parallel loop every kernel goes through, and its variant for kernels whose
+ * ranges each scan all of their input. Invariant: sg__parallel_for's chunking is a
+ * function of (n, grain) only, so the thread count never changes which items a chunk
+ * holds or the order inside it; only sg__parallel_ranges cuts by the thread count, for
+ * kernels whose outputs do not depend on where the cuts fall; sg__parallel_any ORs the
+ * chunks' answers. */
 #include "core/core.h"
 
+#include <stdatomic.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+static int64_t chunk_count(int64_t n, int64_t grain) { return (n + grain - 1) / grain; }
+
+int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
+{
+    if (n <= 0) return 1;
+    int64_t chunks = chunk_count(n, grain < 1 ? 1 : grain);
+    int threads = sg__threads(ctx);
+    return (int64_t)threads > chunks ? (int)chunks : threads;
+}
 
 void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
 {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    int64_t chunks = (n + grain - 1) / grain;
-    int threads = sg__threads(ctx);
-    if (chunks == 1 || threads <= 1) {
+    int64_t chunks = chunk_count(n, grain);
+    int threads = sg__parallel_threads(ctx, n, grain);
+    if (threads <= 1) {
         for (int64_t c = 0; c < chunks; c++)
             fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
         return;
     }
-    if ((int64_t)threads > chunks) threads = (int)chunks;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(static)
 #endif
     for (int64_t c = 0; c < chunks; c++)
         fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+}
+
+typedef struct {
+    sg__range_fn fn;
+    void *ud;
+    int64_t n, parts;
+} ranges_job;
+
+/* Items lo..hi of the ranges loop are range numbers: range p is [n p / P, n (p+1) / P). */
+static void run_ranges(void *vj, int64_t lo, int64_t hi)
+{
+    const ranges_job *j = vj;
+    for (int64_t p = lo; p < hi; p++) j->fn(j->ud, j->n * p / j->parts, j->n * (p + 1) / j->parts);
+}
+
+void sg__parallel_ranges(sg_ctx *ctx, int64_t n, int64_t work, sg__range_fn fn, void *ud)
+{
+    if (n <= 0) return;
+    int64_t parts = sg__parallel_threads(ctx, work, SG__GRAIN);
+    if (parts > n) parts = n;
+    if (parts <= 1) {
+        fn(ud, 0, n);
+        return;
+    }
+    ranges_job j = {fn, ud, n, parts};
+    sg__parallel_for(ctx, parts, 1, run_ranges, &j);
+}
+
+typedef struct {
+    sg__range_test test;
+    void *ud;
+    atomic_bool found;
+} any_job;
+
+static void run_test(void *vj, int64_t lo, int64_t hi)
+{
+    any_job *j = vj;
+    if (j->test(j->ud, lo, hi)) atomic_store_explicit(&j->found, true, memory_order_relaxed);
+}
+
+bool sg__parallel_any(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_test test, void *ud)
+{
+    any_job j = {test, ud, false};
+    sg__parallel_for(ctx, n, grain, run_test, &j);
+    return atomic_load_explicit(&j.found, memory_order_relaxed);
 }

@@ -14,18 +14,13 @@
  * restriction (a is a leaf, or comes from to_sparse) they produce the full dense gradient,
  * as non-masked semantics require.
  *
- * Threads: kernels that scatter into rows give each thread a contiguous range of
- * destination rows and let it scan every entry (as index-add does), so results are bitwise
- * identical for any thread count. */
+ * Threads: kernels that scatter into rows cut the destination rows into one range per
+ * thread (sg__parallel_ranges) and let each range scan every entry (as index-add does);
+ * kernels that compute each output row on its own go through sg__parallel_for. Either way
+ * results are bitwise identical for any thread count. */
 #include "ops/ops.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* Below this much work (multiply-adds) a kernel stays on one thread. */
-#define SG__SPOPS_PAR_MIN ((int64_t)1 << 15)
 
 static int add_backward(sg_node *n, sg_tensor *gout);
 static int scale_backward(sg_node *n, sg_tensor *gout);
@@ -49,28 +44,6 @@ static bool grad_restricted(const sg_tensor *a, int depth)
 
 /* a with unique rows: a itself if coalesced, else its coalesced copy. */
 static sg_tensor *unique_pattern(sg_tensor *a) { return sg_coalesce(a); }
-
-/* Runs fn(job, lo, hi) over row ranges [0, rows) split evenly among the threads (one range
- * when the work is small). */
-typedef void (*range_fn)(void *job, int64_t lo, int64_t hi);
-static void by_row_ranges(sg_ctx *ctx, int64_t rows, int64_t work, range_fn fn, void *job)
-{
-    int nt = sg__threads(ctx);
-    if (nt > rows) nt = (int)rows;
-    if (nt <= 1 || work < SG__SPOPS_PAR_MIN) {
-        fn(job, 0, rows);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        fn(job, rows * t / T, rows * (t + 1) / T);
-    }
-#else
-    fn(job, 0, rows);
-#endif
-}
 
 /* A dense tape copy of dense t times s. */
 static sg_tensor *scaled_copy(const sg_tensor *t, double s)
@@ -363,14 +336,14 @@ static int spmm_backward(sg_node *n, sg_tensor *gout)
         if (!gb) return sg__status_or_nomem(ctx);
         spmm_job j = {a, gout, gb};
         int64_t work = a->nnz * N * (a->sparse_dim == 2 ? 1 : K);
-        by_row_ranges(ctx, K, work, spmm_bwd_b_range, &j);
+        sg__parallel_ranges(ctx, K, work, spmm_bwd_b_range, &j);
         int rc = sg__accum_grad(b, gb, true);
         if (rc) return rc;
     }
     if (sg__wants_grad(a)) { /* dA = G @ B^T: dense, or at A's pattern when restricted */
         sddmm_job j = {gout, b, NULL, NULL};
         sg_tensor *ga;
-        int64_t rows;
+        int64_t rows, row_work; /* rows of the output and multiply-adds per row */
         if (grad_restricted(a, 0)) {
             sg_tensor *p = unique_pattern(a);
             if (!p) return sg__status_or_nomem(ctx);
@@ -380,13 +353,15 @@ static int spmm_backward(sg_node *n, sg_tensor *gout)
             j.out = v;
             j.pat = p;
             rows = p->nnz;
+            row_work = p->sparse_dim == 2 ? N : K * N;
         } else {
             ga = sg__tmp_like(a, false);
             if (!ga) return sg__status_or_nomem(ctx);
             j.out = ga;
             rows = M;
+            row_work = K * N;
         }
-        by_row_ranges(ctx, rows, rows * K * N, grad_a_range, &j);
+        sg__parallel_for(ctx, rows, sg__row_grain(row_work), grad_a_range, &j);
         int rc = sg__accum_grad(a, ga, ga->layout == SG_DENSE);
         if (rc) return rc;
     }
@@ -414,7 +389,7 @@ sg_tensor *sg__spmm(sg_tensor *a, sg_tensor *b)
     sg_tensor *out = sg__tmp(ctx, a->dtype, 2, shape, true);
     if (!out) return NULL;
     spmm_job j = {a, b, out};
-    by_row_ranges(ctx, M, a->nnz * N * (a->sparse_dim == 2 ? 1 : K), spmm_fwd_range, &j);
+    sg__parallel_ranges(ctx, M, a->nnz * N * (a->sparse_dim == 2 ? 1 : K), spmm_fwd_range, &j);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(ctx, 2, in) && !sg__node_new(ctx, spmm_backward, "spmm", out, 2, in)) return NULL;
     return out;

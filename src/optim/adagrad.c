@@ -42,39 +42,41 @@ static int adagrad_init(sg_optim *opt, sg__pstate *ps)
         }                                                                                  \
     } while (0)
 
-static void adagrad_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
+/* Elements [lo, hi) of the job's parameter. */
+static void adagrad_dense_range(void *vj, int64_t lo, int64_t hi)
 {
-    sg_tensor *p = ps->param;
-    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
-    int64_t n = p->numel, nb = (n + SG__OPTIM_CHUNK - 1) / SG__OPTIM_CHUNK;
-    int nt = sg__threads(opt->ctx);
-    bool par = n >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
-        T *acc = ps->state[1]->data;
-        const T *gg = g;
-        SG__OPTIM_FOR(b, nb, par, {
-            int64_t lo = b * SG__OPTIM_CHUNK;
-            int64_t len = n - lo < SG__OPTIM_CHUNK ? n - lo : SG__OPTIM_CHUNK;
-            ADAGRAD_ELEMS(T, (w + lo), (acc + lo), (gg + lo), len, clr, wd, eps);
-        });
+    const sg__optim_job *job = vj;
+    const sg_adagrad_opts *o = &job->opt->o.adagrad;
+    double clr = adagrad_clr(job->opt, job->s, job->lr), wd = o->weight_decay, eps = o->eps;
+    SG__DISPATCH_FLOAT(job->ps->param->dtype, T, {
+        T *w = (T *)job->ps->param->data + lo;
+        T *acc = (T *)job->ps->state[1]->data + lo;
+        const T *gg = (const T *)job->g + lo;
+        ADAGRAD_ELEMS(T, w, acc, gg, hi - lo, clr, wd, eps);
     });
 }
 
-static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
-                         const void *g, int64_t s, double lr)
+static void adagrad_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
-    sg_tensor *p = ps->param;
-    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
+    sg__optim_job job = {opt, ps, NULL, g, s, lr};
+    sg__parallel_for(opt->ctx, ps->param->numel, SG__GRAIN, adagrad_dense_range, &job);
+}
+
+/* Groups [lo, hi) of the job's rows. */
+static void adagrad_range(void *vj, int64_t lo, int64_t hi)
+{
+    const sg__optim_job *job = vj;
+    const sg_adagrad_opts *o = &job->opt->o.adagrad;
+    const sg__rowgroups *rg = job->rg;
+    const sg__pstate *ps = job->ps;
+    double clr = adagrad_clr(job->opt, job->s, job->lr), wd = o->weight_decay, eps = o->eps;
     int64_t n = rg->n, width = ps->width;
-    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
-    int nt = sg__threads(opt->ctx);
-    bool par = n * width >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
+    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
         T *acc = ps->state[1]->data;
-        const T *gg = g;
-        SG__OPTIM_FOR(i, n, par, {
+        const T *gg = job->g;
+        for (int64_t i = lo; i < hi; i++) {
             if (i + SG__OPTIM_AHEAD < n) {
                 int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
                 sg__optim_prefetch(w, ra, rowbytes);
@@ -87,8 +89,15 @@ static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
                 const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
                 ADAGRAD_ELEMS(T, (w + r * width + c0), (acc + r * width + c0), gp, len, clr, wd, eps);
             }
-        });
+        }
     });
+}
+
+static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                         const void *g, int64_t s, double lr)
+{
+    sg__optim_job job = {opt, ps, rg, g, s, lr};
+    sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), adagrad_range, &job);
 }
 
 const sg__optim_ops sg__adagrad_ops = {adagrad_init, adagrad_dense, adagrad_rows, NULL,
@@ -105,21 +114,21 @@ static int rowwise_init(sg_optim *opt, sg__pstate *ps)
                : opt->ctx->status;
 }
 
-static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
-                         const void *g, int64_t s, double lr)
+/* Groups [lo, hi) of the job's rows. */
+static void rowwise_range(void *vj, int64_t lo, int64_t hi)
 {
-    sg_tensor *p = ps->param;
-    double clr = adagrad_clr(opt, s, lr), wd = opt->o.adagrad.weight_decay, eps = opt->o.adagrad.eps;
+    const sg__optim_job *job = vj;
+    const sg_adagrad_opts *o = &job->opt->o.adagrad;
+    const sg__rowgroups *rg = job->rg;
+    const sg__pstate *ps = job->ps;
+    double clr = adagrad_clr(job->opt, job->s, job->lr), wd = o->weight_decay, eps = o->eps;
     int64_t n = rg->n, width = ps->width;
-    if (width == 0) return;
-    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
-    int nt = sg__threads(opt->ctx);
-    bool par = n * width >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
+    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
         T *acc = ps->state[1]->data;
-        const T *gg = g;
-        SG__OPTIM_FOR(i, n, par, {
+        const T *gg = job->g;
+        for (int64_t i = lo; i < hi; i++) {
             if (i + SG__OPTIM_AHEAD < n) {
                 int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
                 sg__optim_prefetch(w, ra, rowbytes);
@@ -154,8 +163,16 @@ static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
                 T *wc = wr + c0;
                 for (int64_t j = 0; j < len; j++) wc[j] -= mult * (gp[j] + (T)wd * wc[j]);
             }
-        });
+        }
     });
+}
+
+static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                         const void *g, int64_t s, double lr)
+{
+    if (ps->width == 0) return;
+    sg__optim_job job = {opt, ps, rg, g, s, lr};
+    sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), rowwise_range, &job);
 }
 
 const sg__optim_ops sg__rowwise_adagrad_ops = {rowwise_init, NULL, rowwise_rows, NULL,

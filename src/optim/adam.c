@@ -76,45 +76,46 @@ static int adam_init(sg_optim *opt, sg__pstate *ps)
         }                                                                                  \
     } while (0)
 
-static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
+/* Elements [lo, hi) of the job's parameter. */
+static void adam_dense_range(void *vj, int64_t lo, int64_t hi)
 {
-    sg_tensor *p = ps->param;
-    const sg_adam_opts *o = &opt->o.adam;
-    double step_size = lr / (1 - pow(o->beta1, (double)s));
-    double bc2s = sqrt(1 - pow(o->beta2, (double)s));
-    int64_t n = p->numel, nb = (n + SG__OPTIM_CHUNK - 1) / SG__OPTIM_CHUNK;
-    int nt = sg__threads(opt->ctx);
-    bool par = n >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
-        T *m = ps->state[1]->data;
-        T *v = ps->state[2]->data;
-        const T *gg = g;
-        SG__OPTIM_FOR(b, nb, par, {
-            int64_t lo = b * SG__OPTIM_CHUNK;
-            int64_t len = n - lo < SG__OPTIM_CHUNK ? n - lo : SG__OPTIM_CHUNK;
-            ADAM_ELEMS(T, (w + lo), (m + lo), (v + lo), (gg + lo), len, o, step_size, bc2s, lr);
-        });
+    const sg__optim_job *job = vj;
+    const sg_adam_opts *o = &job->opt->o.adam;
+    double step_size = job->lr / (1 - pow(o->beta1, (double)job->s));
+    double bc2s = sqrt(1 - pow(o->beta2, (double)job->s));
+    SG__DISPATCH_FLOAT(job->ps->param->dtype, T, {
+        T *w = (T *)job->ps->param->data + lo;
+        T *m = (T *)job->ps->state[1]->data + lo;
+        T *v = (T *)job->ps->state[2]->data + lo;
+        const T *gg = (const T *)job->g + lo;
+        ADAM_ELEMS(T, w, m, v, gg, hi - lo, o, step_size, bc2s, job->lr);
     });
 }
 
-static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
-                           const void *g, int64_t s, double lr)
+static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
-    (void)s;
-    sg_tensor *p = ps->param;
+    sg__optim_job job = {opt, ps, NULL, g, s, lr};
+    sg__parallel_for(opt->ctx, ps->param->numel, SG__GRAIN, adam_dense_range, &job);
+}
+
+/* Groups [lo, hi) of the job's rows. */
+static void lazy_adam_range(void *vj, int64_t lo, int64_t hi)
+{
+    const sg__optim_job *job = vj;
+    const sg_optim *opt = job->opt;
     const sg_adam_opts *o = &opt->o.adam;
+    const sg__rowgroups *rg = job->rg;
+    const sg__pstate *ps = job->ps;
     int64_t n = rg->n, width = ps->width;
     int64_t *row_step = ps->state[3]->data;
-    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
-    int nt = sg__threads(opt->ctx);
-    bool par = n * width >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
+    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    double lr = job->lr;
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
         T *m = ps->state[1]->data;
         T *v = ps->state[2]->data;
-        const T *gg = g;
-        SG__OPTIM_FOR(i, n, par, {
+        const T *gg = job->g;
+        for (int64_t i = lo; i < hi; i++) {
             if (i + SG__OPTIM_AHEAD < n) {
                 int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
                 sg__optim_prefetch(w, ra, rowbytes);
@@ -133,8 +134,15 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
                 int64_t at = r * width + c0;
                 ADAM_ELEMS(T, (w + at), (m + at), (v + at), gp, len, o, step_size, bc2s, lr);
             }
-        });
+        }
     });
+}
+
+static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
+                           const void *g, int64_t s, double lr)
+{
+    sg__optim_job job = {opt, ps, rg, g, s, lr};
+    sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), lazy_adam_range, &job);
 }
 
 /* Adam has no row path: optim.c hands it every gradient dense. */

@@ -132,26 +132,20 @@ void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);
 
-/* An OpenMP pragma that disappears in a build without OpenMP (where an unknown pragma is
- * a warning, hence an error); unlike #pragma it can sit inside a macro's expansion. */
-#ifdef _OPENMP
-#define SG__OMP(x) _Pragma(#x)
-#else
-#define SG__OMP(x)
-#endif
-
-/* for (int64_t I = 0; I < N; I++) BODY, spread over `nt` threads (a variable of that name
- * in scope) with a static schedule when PAR, else a plain loop that never enters the
- * OpenMP runtime (whose team setup would dominate a small step). */
-#define SG__OPTIM_FOR(I, N, PAR, ...)                                                      \
-    do {                                                                                   \
-        if ((PAR) && nt > 1) {                                                           \
-            SG__OMP(omp parallel for num_threads(nt) schedule(static))                     \
-            for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \
-        } else {                                                                           \
-            for (int64_t I = 0; I < (N); I++) __VA_ARGS__                                  \
-        }                                                                                  \
-    } while (0)
+/* One kernel call's job, handed to its chunk function through sg__parallel_for: the
+ * update of parameter ps at step s with learning rate lr and gradient g; rg: the grouped
+ * rows for a row kernel, NULL for a dense one. Chunks are elements (dense kernels, grain
+ * SG__GRAIN) or groups (row kernels, grain sg__row_grain(width)); distinct groups name
+ * distinct rows, so chunks write disjoint rows. Linear SGD's groups may repeat a row: it
+ * cuts the rows instead (sg__parallel_ranges), each range scanning every group. */
+typedef struct {
+    sg_optim *opt;
+    sg__pstate *ps;
+    const sg__rowgroups *rg;
+    const void *g;
+    int64_t s;
+    double lr;
+} sg__optim_job;
 
 /* Row kernels prefetch the parameter and state rows of the group this many groups ahead:
  * a large table's rows come from memory, and the prefetches overlap those misses. At most
@@ -171,8 +165,6 @@ static inline void sg__optim_prefetch(const void *base, int64_t row, size_t rowb
 /* sqrt of a float or double in its own precision. */
 #define SG__SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
-/* Loop bounds for parallel kernels: run on one thread below this many elements. */
-#define SG__OPTIM_GRAIN ((int64_t)1 << 15)
 /* Columns summed at once when a group has duplicate rows (a stack buffer). */
 #define SG__OPTIM_CHUNK 256
 

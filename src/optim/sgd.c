@@ -168,21 +168,20 @@ static void catchup_matrix(const sg_optim *opt, const sg__pstate *ps, int64_t a,
         }                                                                                  \
     } while (0)
 
-/* Linear update with an uncoalesced gradient: rows[i] -= lr * g[i] in index order. With
- * several threads each one owns a range of destination rows and scans every index. */
-static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
-                            const void *g, double lr)
+/* Linear update with an uncoalesced gradient: rows[i] -= lr * g[i] in index order, for
+ * the destination rows [lo, hi) (every index is scanned; all rows: a straight pass). */
+static void sgd_linear_range(void *vj, int64_t lo, int64_t hi)
 {
-    sg_tensor *p = ps->param;
-    int64_t n = rg->n, width = ps->width, rows = ps->rows;
-    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
-    int nt = sg__threads(opt->ctx);
-    if (n * width < SG__OPTIM_GRAIN || rows < 2) nt = 1;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
-        const T *gg = g;
-        T a = (T)-lr;
-        if (nt == 1) {
+    const sg__optim_job *job = vj;
+    const sg__rowgroups *rg = job->rg;
+    const sg__pstate *ps = job->ps;
+    int64_t n = rg->n, width = ps->width;
+    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
+        const T *gg = job->g;
+        T a = (T)-job->lr;
+        if (lo == 0 && hi == ps->rows) {
             for (int64_t i = 0; i < n; i++) {
                 if (i + SG__OPTIM_AHEAD < n)
                     sg__optim_prefetch(w, sg__group_row(rg, i + SG__OPTIM_AHEAD), rowbytes);
@@ -191,17 +190,12 @@ static void sgd_rows_linear(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *
                 for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
             }
         } else {
-            SG__OMP(omp parallel for num_threads(nt) schedule(static, 1))
-            for (int t = 0; t < nt; t++) {
-                int64_t lo = rows * t / nt;
-                int64_t hi = rows * (t + 1) / nt;
-                for (int64_t i = 0; i < n; i++) {
-                    int64_t r = sg__group_row(rg, i);
-                    if (r < lo || r >= hi) continue;
-                    T *wr = w + r * width;
-                    const T *gr = gg + i * width;
-                    for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
-                }
+            for (int64_t i = 0; i < n; i++) {
+                int64_t r = sg__group_row(rg, i);
+                if (r < lo || r >= hi) continue;
+                T *wr = w + r * width;
+                const T *gr = gg + i * width;
+                for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
             }
         }
     });
@@ -281,26 +275,24 @@ void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *
     sg__parallel_for(ctx, parts, 1, factored_parts_range, &j);
 }
 
-static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
-                     int64_t s, double lr)
+/* Groups [lo, hi) of an exact lazy step: each row catches up to step s - 1, then steps. */
+static void sgd_lazy_range(void *vj, int64_t lo, int64_t hi)
 {
-    if (!ps->last) {
-        sgd_rows_linear(opt, ps, rg, g, lr);
-        return;
-    }
+    const sg__optim_job *job = vj;
+    const sg_optim *opt = job->opt;
     const sg_sgd_opts *o = &opt->o.sgd;
-    sg_tensor *p = ps->param;
-    int64_t n = rg->n, width = ps->width;
-    double mu = o->momentum, wd = o->weight_decay, c = s == 1 ? 1 : 1 - o->dampening;
-    int nesterov = o->nesterov, nt = sg__threads(opt->ctx);
-    bool par = n * width >= SG__OPTIM_GRAIN;
+    const sg__rowgroups *rg = job->rg;
+    const sg__pstate *ps = job->ps;
+    int64_t n = rg->n, width = ps->width, s = job->s;
+    double lr = job->lr, mu = o->momentum, wd = o->weight_decay, c = s == 1 ? 1 : 1 - o->dampening;
+    int nesterov = o->nesterov;
     int64_t *last = ps->last;
-    size_t rowbytes = (size_t)width * sg_dtype_size(p->dtype);
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
+    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
         T *v = mu != 0 ? ps->state[1]->data : NULL;
-        const T *gg = g;
-        SG__OPTIM_FOR(i, n, par, {
+        const T *gg = job->g;
+        for (int64_t i = lo; i < hi; i++) {
             if (i + SG__OPTIM_AHEAD < n) {
                 int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
                 sg__optim_prefetch(w, ra, rowbytes);
@@ -318,14 +310,37 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
                 SGD_ELEMS(T, wr, vr, gp, len, lr, wd, mu, c, nesterov);
             }
             last[r] = s;
-        });
+        }
     });
-    if (!rg->rows || (rg->unique && n == ps->rows)) { /* every row is at step s */
+}
+
+static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
+                     int64_t s, double lr)
+{
+    sg__optim_job job = {opt, ps, rg, g, s, lr};
+    if (!ps->last) { /* linear: groups may repeat a row, so each range owns its rows */
+        sg__parallel_ranges(opt->ctx, ps->rows, rg->n * ps->width, sgd_linear_range, &job);
+        return;
+    }
+    sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), sgd_lazy_range, &job);
+    if (!rg->rows || (rg->unique && rg->n == ps->rows)) { /* every row is at step s */
         ps->lagging = false;
         ps->n_runs = 0;
     } else {
         ps->lagging = true;
     }
+}
+
+/* Elements [lo, hi) of a plain SGD step. */
+static void sgd_dense_range(void *vj, int64_t lo, int64_t hi)
+{
+    const sg__optim_job *job = vj;
+    SG__DISPATCH_FLOAT(job->ps->param->dtype, T, {
+        T *w = job->ps->param->data;
+        const T *gg = job->g;
+        T a = (T)-job->lr;
+        for (int64_t i = lo; i < hi; i++) w[i] += a * gg[i];
+    });
 }
 
 static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
@@ -335,15 +350,23 @@ static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, d
         sgd_rows(opt, ps, &all, g, s, lr);
         return;
     }
-    sg_tensor *p = ps->param;
-    int64_t n = p->numel;
-    int nt = sg__threads(opt->ctx);
-    bool par = n >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
-        const T *gg = g;
-        T a = (T)-lr;
-        SG__OPTIM_FOR(i, n, par, w[i] += a * gg[i];);
+    sg__optim_job job = {opt, ps, NULL, g, s, lr};
+    sg__parallel_for(opt->ctx, ps->param->numel, SG__GRAIN, sgd_dense_range, &job);
+}
+
+/* Rows [lo, hi) brought to the parameter's step. */
+static void sgd_flush_range(void *vj, int64_t lo, int64_t hi)
+{
+    const sg__optim_job *job = vj;
+    const sg__pstate *ps = job->ps;
+    int64_t s = *ps->step, *last = ps->last;
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
+        T *v = job->opt->o.sgd.momentum != 0 ? ps->state[1]->data : NULL;
+        for (int64_t r = lo; r < hi; r++) {
+            SGD_CATCHUP_ROW(T, job->opt, ps, w, v, r, s);
+            last[r] = s;
+        }
     });
 }
 
@@ -351,18 +374,8 @@ static void sgd_flush(sg_optim *opt, sg__pstate *ps)
 {
     if (!ps->last) return;
     if (ps->n_runs) sg__sgd_prepare(opt, ps->runs[ps->n_runs - 1].lr);
-    sg_tensor *p = ps->param;
-    int64_t rows = ps->rows, s = *ps->step, *last = ps->last;
-    int nt = sg__threads(opt->ctx);
-    bool par = rows * ps->width >= SG__OPTIM_GRAIN;
-    SG__DISPATCH_FLOAT(p->dtype, T, {
-        T *w = p->data;
-        T *v = opt->o.sgd.momentum != 0 ? ps->state[1]->data : NULL;
-        SG__OPTIM_FOR(r, rows, par, {
-            SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s);
-            last[r] = s;
-        });
-    });
+    sg__optim_job job = {opt, ps, NULL, NULL, *ps->step, 0};
+    sg__parallel_for(opt->ctx, ps->rows, sg__row_grain(ps->width), sgd_flush_range, &job);
     ps->lagging = false;
     ps->n_runs = 0;
 }

@@ -5,13 +5,6 @@
  * rows are strictly increasing. Nothing here is recorded on the tape. */
 #include "sparse/sparse.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* Below this many index reads a check stays on one thread. */
-#define SG__CHECK_PAR_MIN ((int64_t)1 << 16)
-
 sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                       int sparse_dim, int64_t nnz, const int64_t *indices, const void *values)
 {
@@ -123,6 +116,23 @@ sg_tensor *sg__coo_concat(const sg_tensor *a, const sg_tensor *b)
     return o;
 }
 
+typedef struct {
+    const sg_tensor *idx;
+    int64_t limit;
+} range_job;
+
+/* True when an index of idx at positions [lo, hi) is outside [0, limit). */
+static bool out_of_range(void *vj, int64_t lo, int64_t hi)
+{
+    const range_job *j = vj;
+    bool bad = false;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t v = sg__idx_at(j->idx, i);
+        bad |= v < 0 || v >= j->limit;
+    }
+    return bad;
+}
+
 bool sg__check_index(const char *op, const sg_tensor *idx, int64_t limit)
 {
     sg_ctx *ctx = idx->ctx;
@@ -135,24 +145,7 @@ bool sg__check_index(const char *op, const sg_tensor *idx, int64_t limit)
         return false;
     }
     int64_t n = idx->numel;
-    int bad = 0;
-#ifdef _OPENMP
-    int nt = sg__threads(ctx);
-    if (n >= SG__CHECK_PAR_MIN && nt > 1) {
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = sg__idx_at(idx, i);
-            bad |= v < 0 || v >= limit;
-        }
-    } else
-#endif
-    {
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = sg__idx_at(idx, i);
-            bad |= v < 0 || v >= limit;
-        }
-    }
-    if (!bad) return true;
+    if (!sg__parallel_any(ctx, n, SG__GRAIN, out_of_range, &(range_job){idx, limit})) return true;
     for (int64_t i = 0; i < n; i++) {
         int64_t v = sg__idx_at(idx, i);
         if (v < 0 || v >= limit) {

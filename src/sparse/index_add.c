@@ -1,20 +1,16 @@
 /* index-add: dense dst += alpha * COO src, the "dense += sparse" accumulation rule.
- * No sort, no atomics: with T threads, thread t owns a contiguous range of destination rows
- * and scans every entry of src, adding the ones whose row it owns. Each destination row
- * therefore receives its entries in src's order whatever the thread count, so the result
- * is bitwise identical for any number of threads. The ranges balance entries, not rows
- * (embedding traffic is skewed towards frequent rows): a strided sample of the entries'
- * rows, counted in coarse buckets, places the cut points. For sparse_dim > 1 the row is the
- * flattened sparse index. */
+ * No sort, no atomics: the destination rows are cut into one range per thread (through
+ * sg__parallel_for over the ranges, at most sg__parallel_threads of the work), and the
+ * range's task scans every entry of src, adding the ones whose row it owns. Each
+ * destination row therefore receives its entries in src's order wherever the cuts fall, so
+ * the result is bitwise identical for any number of threads. The ranges balance entries,
+ * not rows (embedding traffic is skewed towards frequent rows): a strided sample of the
+ * entries' rows, counted in coarse buckets, places the cut points. For sparse_dim > 1 the
+ * row is the flattened sparse index. */
 #include "sparse/sparse.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-/* Below this many updated elements one thread does the work. */
-#define SG__IADD_PAR_MIN ((int64_t)1 << 15)
 /* Entries ahead at which the destination row is prefetched; entries per block. */
 #define SG__IADD_AHEAD 8
 #define SG__IADD_BLOCK 256
@@ -91,55 +87,75 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
     }
 }
 
-#ifdef _OPENMP
-/* Coarse buckets of rows, and entries sampled, to balance the threads' shares of entries. */
+/* Coarse buckets of rows, and entries sampled, to balance the ranges' shares of entries. */
 #define SG__IADD_BUCKETS 4096
 #define SG__IADD_SAMPLES 8192
 
-/* Row where thread k of T starts: 0 for k = 0, rows for k = T, else the end of the first
- * bucket (of 2^shift rows) by which at least total*k/T samples have been counted. */
-static int64_t cut_point(const int64_t *count, int64_t nb, int shift, int64_t rows, int64_t total, int64_t k,
-                         int64_t T)
+typedef struct {
+    sg_tensor *dst;
+    const sg_tensor *src;
+    double alpha;
+    int64_t rows, parts, nb, total;
+    int shift;
+    int64_t count[SG__IADD_BUCKETS]; /* sampled entries per bucket of 2^shift rows */
+} iadd_job;
+
+/* Row where range k of the job's parts starts: 0 for k = 0, rows for k = parts, else the
+ * end of the first bucket by which at least total*k/parts samples have been counted. */
+static int64_t cut_point(const iadd_job *j, int64_t k)
 {
     if (k <= 0) return 0;
-    if (k >= T) return rows;
-    int64_t seen = 0, want = total * k / T;
-    for (int64_t b = 0; b < nb; b++) {
-        seen += count[b];
-        if (seen >= want) return ((b + 1) << shift) < rows ? (b + 1) << shift : rows;
+    if (k >= j->parts) return j->rows;
+    int64_t seen = 0, want = j->total * k / j->parts;
+    for (int64_t b = 0; b < j->nb; b++) {
+        seen += j->count[b];
+        if (seen >= want) return ((b + 1) << j->shift) < j->rows ? (b + 1) << j->shift : j->rows;
     }
-    return rows;
+    return j->rows;
 }
-#endif
+
+/* Ranges [p0, p1) of the job (items of a grain-1 loop). */
+static void add_parts(void *vj, int64_t p0, int64_t p1)
+{
+    const iadd_job *j = vj;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t lo = cut_point(j, p), hi = cut_point(j, p + 1);
+        if (hi > lo) add_range(j->dst, j->src, j->alpha, lo, hi);
+    }
+}
 
 void sg__index_add_unchecked(sg_tensor *dst, const sg_tensor *src, double alpha)
 {
     int64_t rows = sg__coo_rows(src), nnz = src->nnz;
     if (nnz == 0 || rows == 0) return;
-    int nt = sg__threads(dst->ctx);
-    if (nt > rows) nt = (int)rows;
-    if (nt <= 1 || nnz * sg__coo_rowsize(src) < SG__IADD_PAR_MIN) {
+    int64_t parts = sg__parallel_threads(dst->ctx, nnz * sg__coo_rowsize(src), SG__GRAIN);
+    if (parts > rows) parts = rows;
+    if (parts <= 1) {
         add_range(dst, src, alpha, 0, rows);
         return;
     }
-#ifdef _OPENMP
     /* A strided sample of the entries' rows, counted in coarse buckets, places the cuts:
      * cheap, no synchronisation, and a function of the data alone. */
-    int shift = 0;
-    while (((rows - 1) >> shift) >= SG__IADD_BUCKETS) shift++;
-    int64_t nb = ((rows - 1) >> shift) + 1, count[SG__IADD_BUCKETS] = {0}, total = 0;
+    iadd_job j = {dst, src, alpha, rows, parts, 0, 0, 0, {0}};
+    while (((rows - 1) >> j.shift) >= SG__IADD_BUCKETS) j.shift++;
+    j.nb = ((rows - 1) >> j.shift) + 1;
     int64_t stride = nnz > SG__IADD_SAMPLES ? nnz / SG__IADD_SAMPLES : 1;
-    for (int64_t e = 0; e < nnz; e += stride, total++) count[sg__coo_row(src, e) >> shift]++;
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        int64_t lo = cut_point(count, nb, shift, rows, total, t, T);
-        int64_t hi = cut_point(count, nb, shift, rows, total, t + 1, T);
-        if (hi > lo) add_range(dst, src, alpha, lo, hi);
-    }
-#else
-    add_range(dst, src, alpha, 0, rows);
-#endif
+    for (int64_t e = 0; e < nnz; e += stride, j.total++) j.count[sg__coo_row(src, e) >> j.shift]++;
+    sg__parallel_for(dst->ctx, parts, 1, add_parts, &j);
+}
+
+typedef struct {
+    const int64_t *row;
+    uint64_t lim;
+} bounds_job;
+
+/* True when an index of row[lo..hi) is outside [0, lim). */
+static bool out_of_bounds(void *vj, int64_t lo, int64_t hi)
+{
+    const bounds_job *j = vj;
+    bool bad = false;
+    for (int64_t e = lo; e < hi; e++) bad |= (uint64_t)j->row[e] >= j->lim;
+    return bad;
 }
 
 /* Validates dst += alpha * src; records and returns the error, SG_OK if none. */
@@ -167,17 +183,7 @@ static int check_index_add(const char *op, const sg_tensor *dst, const sg_tensor
     for (int d = 0; d < src->sparse_dim; d++) {
         const int64_t *row = idx + (int64_t)d * nnz;
         uint64_t lim = (uint64_t)src->shape[d];
-        int bad = 0;
-#ifdef _OPENMP
-        int nt = sg__threads(ctx);
-        if (nt > 1 && nnz >= SG__IADD_PAR_MIN) {
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-            for (int64_t e = 0; e < nnz; e++) bad |= (uint64_t)row[e] >= lim;
-        } else
-#endif
-        {
-            for (int64_t e = 0; e < nnz; e++) bad |= (uint64_t)row[e] >= lim;
-        }
+        bool bad = sg__parallel_any(ctx, nnz, SG__GRAIN, out_of_bounds, &(bounds_job){row, lim});
         for (int64_t e = 0; bad && e < nnz; e++)
             if ((uint64_t)row[e] >= lim)
                 return sg__failc(ctx, SG_ERR_INDEX, "%s: index %lld of entry %lld is outside [0, %lld) in dim %d",
