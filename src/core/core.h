@@ -219,8 +219,19 @@ typedef void (*sg__range_fn)(void *ud, int64_t lo, int64_t hi);
  * only on n and grain, never on the thread count, so a kernel whose chunks write disjoint
  * outputs (or per-chunk partials combined in chunk order) is bitwise deterministic. Chunk
  * c is [c grain, (c+1) grain), so lo / grain is its index: a kernel keeps per-chunk partials
- * (histograms, counts) in slot lo / grain of an array of (n + grain - 1) / grain. */
-void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+ * (histograms, counts) in slot lo / grain of an array of (n + grain - 1) / grain.
+ * A single chunk runs inline, so a small tensor's kernel costs a direct call that the
+ * compiler may inline; more chunks go through sg__parallel_chunks. */
+void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+static inline void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
+{
+    if (n <= 0) return;
+    if (n <= grain) {
+        fn(ud, 0, n);
+        return;
+    }
+    sg__parallel_chunks(ctx, n, grain, fn, ud);
+}
 
 /* A chunk's test for sg__parallel_any: true when items [lo, hi) hold what the kernel
  * looks for. */

@@ -21,7 +21,7 @@ int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
     return (int64_t)threads > chunks ? (int)chunks : threads;
 }
 
-void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
+void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
 {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
