@@ -56,6 +56,7 @@ static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_
  * given an sg_optim; it reaches the optimizer's row kernel through this interface, which
  * every sg_optim holds as its first member (src/optim/optim.h). So ops call the optimizer
  * without including a header of a higher layer. */
+
 /* The gradient rows of a fused update of a (V, D) table W: n rows, row k for W's row
  * idx[k] (duplicates allowed). Either given, g (n, D) of W's dtype, or (g NULL) factored as
  *     row k = scale * coef[k] * x[k / per]        coef (n), x (n / per, D), W's dtype
@@ -70,6 +71,7 @@ typedef struct {
     double scale;
 } sg__fused_rows;
 
+/* The function table at the start of every sg_optim. */
 typedef struct sg__row_updater {
     /* Applies opt's update to W's rows with gradient rows r; duplicates are summed before
      * nonlinear updates. Errors (nothing written): SG_ERR_STATE (W not opt's parameter),
