@@ -164,27 +164,10 @@ static sg_tensor *dense_in(sg_ctx *ctx, double lo, double hi, int ndim, const in
 
 static sg_tensor *constant(sg_tensor *t) { return t ? sg_tensor_requires_grad(t, 0) : NULL; }
 
-/* Persistent f64 COO (requiring grad) with nnz random entries over (sub)rows [0, range)
- * of its sparse index (range <= 0: all), so duplicates are likely. */
+/* A random f64 COO input (tu_rand_coo) that requires grad. */
 static sg_tensor *coo_in(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
 {
-    int64_t rows = 1, D = 1;
-    for (int d = 0; d < sd; d++) rows *= shape[d];
-    for (int d = sd; d < ndim; d++) D *= shape[d];
-    if (range > rows || range < 1) range = rows;
-    int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
-    double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
-    for (int64_t e = 0; e < nnz; e++) {
-        int64_t row = (int64_t)(tu_rand() % (uint64_t)range);
-        for (int d = sd - 1; d >= 0; d--) {
-            idx[d * nnz + e] = row % shape[d];
-            row /= shape[d];
-        }
-    }
-    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
-    sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
-    free(idx);
-    free(val);
+    sg_tensor *t = tu_rand_coo(ctx, ndim, shape, sd, nnz, range);
     return t ? sg_tensor_requires_grad(t, 1) : NULL;
 }
 

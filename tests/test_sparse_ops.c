@@ -8,29 +8,6 @@
 #include "testutil.h"
 
 
-/* Persistent f64 COO with nnz random entries over rows [0, range) of its sparse index. */
-static sg_tensor *rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
-{
-    int64_t rows = 1, D = 1;
-    for (int d = 0; d < sd; d++) rows *= shape[d];
-    for (int d = sd; d < ndim; d++) D *= shape[d];
-    if (range > rows || range < 1) range = rows;
-    int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
-    double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
-    for (int64_t e = 0; e < nnz; e++) {
-        int64_t r = (int64_t)(tu_rand() % (uint64_t)range);
-        for (int d = sd - 1; d >= 0; d--) {
-            idx[d * nnz + e] = r % shape[d];
-            r /= shape[d];
-        }
-    }
-    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
-    sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
-    free(idx);
-    free(val);
-    return t;
-}
-
 static sg_tensor *rand_dense(sg_ctx *ctx, int ndim, const int64_t *shape)
 {
     sg_tensor *t = sg_tensor_new(ctx, SG_F64, ndim, shape);
@@ -143,14 +120,14 @@ TEST(masked_gradcheck_sees_the_non_masked_sum)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     int64_t sh[2] = {4, 3};
-    sg_tensor *a = rand_coo(ctx, 2, sh, 2, 6, 5);
+    sg_tensor *a = tu_rand_coo(ctx, 2, sh, 2, 6, 5);
     /* the unspecified elements get derivative 1, which masked checking does not perturb */
     sg_gradcheck_result r;
     CHECK_STATUS(ctx, gradcheck(ctx, f_sum, NULL, 1, &a, 1, &r), SG_ERR_GRADCHECK);
     CHECK(r.analytical == 1.0 && r.numerical == 0.0);
     /* a mask wider than x's pattern reaches x's unspecified elements: masked check fails */
-    sg_tensor *xs = rand_coo(ctx, 2, sh, 2, 7, 0);
-    fud u = {rand_coo(ctx, 2, sh, 2, 12, 0)};
+    sg_tensor *xs = tu_rand_coo(ctx, 2, sh, 2, 7, 0);
+    fud u = {tu_rand_coo(ctx, 2, sh, 2, 12, 0)};
     CHECK_STATUS(ctx, gradcheck(ctx, f_sum_mask, &u, 1, &xs, 1, &r), SG_ERR_GRADCHECK);
     CHECK(r.numerical == 0.0 && r.analytical == 1.0);
     sg_ctx_free(ctx);
@@ -182,8 +159,8 @@ TEST(dense_vs_sparse_equivalence)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     int64_t M = 30, K = 20, N = 7;
-    sg_tensor *a = sg_tensor_requires_grad(rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 400, 50), 1); /* ~8 dups a cell */
-    sg_tensor *b = sg_tensor_requires_grad(rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 25, 10), 1);
+    sg_tensor *a = sg_tensor_requires_grad(tu_rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 400, 50), 1); /* ~8 dups a cell */
+    sg_tensor *b = sg_tensor_requires_grad(tu_rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 25, 10), 1);
     sg_tensor *ad = sg_tensor_requires_grad(dense_of(ctx, a), 1);
     sg_tensor *bd = sg_tensor_requires_grad(dense_of(ctx, b), 1);
     sg_tensor *B = sg_tensor_requires_grad(rand_dense(ctx, 2, (int64_t[]){K, N}), 1);
@@ -258,8 +235,8 @@ TEST(spmm_bitwise_identical_across_thread_counts)
     sg_ctx *ctx = sg_ctx_new(NULL);
     int64_t M = 300, K = 200, N = 40;
     sg_tensor *B = sg_tensor_requires_grad(rand_dense(ctx, 2, (int64_t[]){K, N}), 1);
-    sg_tensor *as[2] = {rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 8000, 2000),  /* entries */
-                        rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 400, 100)};  /* rows */
+    sg_tensor *as[2] = {tu_rand_coo(ctx, 2, (int64_t[]){M, K}, 2, 8000, 2000),  /* entries */
+                        tu_rand_coo(ctx, 2, (int64_t[]){M, K}, 1, 400, 100)};  /* rows */
     int64_t sizes[3] = {M * N, K * N, M * K};
     for (int c = 0; c < 4; c++) {
         sg_tensor *a = sg_tensor_requires_grad(as[c / 2], 1);
@@ -352,8 +329,8 @@ TEST(empty_and_duplicate_heavy_operands)
 TEST(errors_are_reported)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
-    sg_tensor *a = rand_coo(ctx, 2, (int64_t[]){3, 4}, 2, 5, 0);
-    sg_tensor *b = rand_coo(ctx, 2, (int64_t[]){4, 3}, 2, 5, 0);
+    sg_tensor *a = tu_rand_coo(ctx, 2, (int64_t[]){3, 4}, 2, 5, 0);
+    sg_tensor *b = tu_rand_coo(ctx, 2, (int64_t[]){4, 3}, 2, 5, 0);
     sg_tensor *d = rand_dense(ctx, 2, (int64_t[]){3, 4});
     CHECK(sg_add(a, b) == NULL);
     CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);

@@ -30,6 +30,30 @@ static inline uint64_t tu_rand(void)
 /* Uniform in [-1, 1). */
 static inline double tu_rand_unit(void) { return (double)(tu_rand() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
+/* Persistent f64 COO with nnz random entries over (sub)rows [0, range) of its sparse index
+ * (range <= 0: all), so duplicates are likely; values in [-1, 1). */
+static inline sg_tensor *tu_rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)
+{
+    int64_t rows = 1, D = 1;
+    for (int d = 0; d < sd; d++) rows *= shape[d];
+    for (int d = sd; d < ndim; d++) D *= shape[d];
+    if (range > rows || range < 1) range = rows;
+    int64_t *idx = malloc((size_t)(sd * nnz + 1) * sizeof *idx);
+    double *val = malloc((size_t)(nnz * D + 1) * sizeof *val);
+    for (int64_t e = 0; e < nnz; e++) {
+        int64_t r = (int64_t)(tu_rand() % (uint64_t)range);
+        for (int d = sd - 1; d >= 0; d--) {
+            idx[d * nnz + e] = r % shape[d];
+            r /= shape[d];
+        }
+    }
+    for (int64_t i = 0; i < nnz * D; i++) val[i] = tu_rand_unit();
+    sg_tensor *t = sg_coo_new(ctx, SG_F64, ndim, shape, sd, nnz, idx, val);
+    free(idx);
+    free(val);
+    return t;
+}
+
 /* Allocator hooks that count calls and can fail the N-th one (fail_at <= 0: never). */
 typedef struct {
     long calls, fail_at;
