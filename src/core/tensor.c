@@ -1,5 +1,5 @@
 /* Tensors: construction (persistent and tape), accessors, small utilities.
- * Invariants: see internal.h. Persistent tensors are linked in ctx->persistent and own
+ * Invariants: see core/core.h. Persistent tensors are linked in ctx->persistent and own
  * their data (views never are persistent); a persistent COO tensor owns its indices and
  * values tensors, which are not linked themselves. */
 #include "core/core.h"
