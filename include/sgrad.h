@@ -573,7 +573,7 @@ SG_API void sg_optim_free(sg_optim *opt);
  * optimizer (this one included), SG_ERR_LAYOUT / SG_ERR_DTYPE / SG_ERR_ARG for a COO,
  * integer or tape tensor. O(1) in the number of parameters. */
 SG_API int sg_optim_add_param(sg_optim *opt, sg_tensor *param);
-SG_API int64_t sg_optim_param_count(const sg_optim *opt);
+SG_API int64_t sg_optim_param_count(const sg_optim *opt); /* -1 if opt is NULL */
 SG_API sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i); /* NULL if out of range */
 
 /* One step over the gradient store (see the section's head). Parameters in the store that
@@ -602,11 +602,13 @@ SG_API int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched);
 SG_API int sg_optim_set_lr(sg_optim *opt, double base_lr);
 /* The learning rate the next step will use; NaN if opt is NULL or the schedule fails. */
 SG_API double sg_optim_lr(const sg_optim *opt);
-/* Steps taken (the next step is number steps + 1); set it when restoring a checkpoint. */
+/* Steps taken (the next step is number steps + 1; -1 if opt is NULL); set it when
+ * restoring a checkpoint. */
 SG_API int64_t sg_optim_steps(const sg_optim *opt);
 SG_API int sg_optim_set_steps(sg_optim *opt, int64_t steps);
 
-/* Number of state tensors kept for param (0 if param is not registered with opt) and the
+/* Number of state tensors kept for param (0 if param is not registered with opt, -1 if opt
+ * is NULL) and the
  * i-th of them with its name (borrowed, valid until sg_optim_free); NULL if out of range. */
 SG_API int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param);
 SG_API sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,

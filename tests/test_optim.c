@@ -620,4 +620,21 @@ TEST(errors_change_nothing)
     sg_ctx_free(ctx);
 }
 
+/* The accessors answer NULL with values no optimizer has (the header's accessor rule). */
+TEST(accessors_of_a_null_optimizer)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *p = sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){4});
+    CHECK(sg_optim_param_count(NULL) == -1);
+    CHECK(sg_optim_steps(NULL) == -1);
+    CHECK(sg_optim_state_count(NULL, p) == -1);
+    CHECK(sg_optim_param(NULL, 0) == NULL);
+    CHECK(isnan(sg_optim_lr(NULL)));
+    sg_optim *opt = sg_optim_sgd(ctx, NULL);
+    CHECK(sg_optim_param_count(opt) == 0 && sg_optim_steps(opt) == 0);
+    CHECK(sg_optim_state_count(opt, p) == 0); /* not registered */
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
 TEST_MAIN()

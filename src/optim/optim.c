@@ -77,7 +77,7 @@ double sg_optim_lr(const sg_optim *opt)
     return lr;
 }
 
-int64_t sg_optim_steps(const sg_optim *opt) { return opt ? opt->t : 0; }
+int64_t sg_optim_steps(const sg_optim *opt) { return opt ? opt->t : -1; }
 
 int sg_optim_set_steps(sg_optim *opt, int64_t steps)
 {
@@ -265,7 +265,7 @@ int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
     return SG_OK;
 }
 
-int64_t sg_optim_param_count(const sg_optim *opt) { return opt ? opt->n_params : 0; }
+int64_t sg_optim_param_count(const sg_optim *opt) { return opt ? opt->n_params : -1; }
 
 sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i)
 {
@@ -287,6 +287,7 @@ static bool optim_has_param(const sg_optim *opt, const sg_tensor *p)
 
 int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param)
 {
+    if (!opt) return -1;
     sg__pstate *ps = state_of(opt, param);
     return ps ? ps->n_state : 0;
 }
