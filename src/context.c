@@ -38,6 +38,8 @@ sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
     if (!ctx) return NULL;
     memset(ctx, 0, sizeof *ctx);
     ctx->alloc = o.allocator;
+    ctx->write_fn = o.write;
+    ctx->write_ud = o.write_ud;
     ctx->nondeterministic = o.nondeterministic != 0;
     ctx->grad_enabled = true;
     sg_ctx_set_threads(ctx, o.threads);

@@ -630,7 +630,7 @@ static int ops_without_case(const op_entry *list, int n, const op_case *cs, int 
 
 static sg_ctx *case_ctx(void)
 {
-    sg_ctx_opts o = {{NULL, NULL, NULL}, 0, 0, 5};
+    sg_ctx_opts o = {.seed = 5};
     return sg_ctx_new(&o);
 }
 

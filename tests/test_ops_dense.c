@@ -9,7 +9,7 @@
 
 static sg_ctx *new_ctx(int threads)
 {
-    sg_ctx_opts o = {{NULL, NULL, NULL}, threads, 0, 11};
+    sg_ctx_opts o = {.threads = threads, .seed = 11};
     return sg_ctx_new(&o);
 }
 

@@ -76,6 +76,8 @@ typedef struct {
 /* ---- context */
 struct sg_ctx {
     sg_allocator alloc;
+    sg_write_fn write_fn; /* file output hook, NULL: write(2) (src/io/atomic.c) */
+    void *write_ud;
     int threads;
     int nondeterministic;
     uint64_t rng[4];
