@@ -82,7 +82,8 @@ typedef long (*sg_write_fn)(void *ud, int fd, const void *buf, size_t n);
 
 typedef struct {
     sg_allocator allocator; /* both NULL: malloc/free */
-    int threads;            /* OpenMP threads for parallel kernels; <= 0: all available */
+    int threads;            /* OpenMP threads for parallel kernels; <= 0: all available;
+                               clamped (see sg_ctx_set_threads) */
     int nondeterministic;   /* 0 (default): results bitwise identical across runs and
                                thread counts; 1: allow faster racy (Hogwild-style) paths */
     uint64_t seed;          /* seed of the context's random generator; 0 picks 42 */
@@ -93,7 +94,10 @@ typedef struct {
 /* A new context; opts NULL gives the defaults above. Returns NULL only if the first
  * allocation fails. */
 SG_API sg_ctx *sg_ctx_new(const sg_ctx_opts *opts);
-/* Frees the context, its tape and every persistent tensor still alive. NULL: no-op. */
+/* Frees the context: first every optimizer still alive (as sg_optim_free), then every
+ * persistent tensor still alive, the tape and the arena. NULL: no-op. Every handle the
+ * context gave out dies with it: do not call sg_optim_free, sg_tensor_free or
+ * sg_wordvec_free on one afterwards (free them before, or just drop the handles). */
 SG_API void sg_ctx_free(sg_ctx *ctx);
 
 /* For ctx NULL: sg_ctx_status gives SG_ERR_NULL, sg_ctx_message "NULL context",
@@ -102,7 +106,11 @@ SG_API int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK 
 SG_API const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
 SG_API void sg_ctx_clear_error(sg_ctx *ctx);
 SG_API int sg_ctx_threads(const sg_ctx *ctx);
-SG_API void sg_ctx_set_threads(sg_ctx *ctx, int threads); /* <= 0: all available */
+/* threads <= 0: all available (OpenMP's default, OMP_NUM_THREADS). A request is clamped
+ * to max(64, 4 x the processors online), and to OpenMP's thread limit, so that asking for
+ * thousands of threads cannot make the OpenMP runtime fail and exit the process;
+ * sg_ctx_threads gives the count in use. Without OpenMP the count is 1. */
+SG_API void sg_ctx_set_threads(sg_ctx *ctx, int threads);
 SG_API int sg_ctx_deterministic(const sg_ctx *ctx); /* 1 unless opts.nondeterministic */
 
 /* Bytes currently obtained from the allocator, and the most ever held at once since the
@@ -134,9 +142,14 @@ SG_API sg_tensor *sg_tensor_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int
 SG_API sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                                const void *data);
 /* A tape tensor of zeros: lives in the step arena until sg_tape_reset (no malloc in a
- * steady-state step). For per-step inputs such as index batches. */
+ * steady-state step). For per-step inputs such as index batches. Using a tape tensor after
+ * the reset is an error the library cannot see (its memory holds the next step's data);
+ * the AddressSanitizer build (SGRAD_SANITIZE) reports it as a use-after-poison. */
 SG_API sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape);
-/* Frees a persistent tensor (and its gradient state). NULL or a tape tensor: no-op. */
+/* Frees a persistent tensor (and its gradient state). NULL or a tape tensor: no-op. A
+ * parameter of an optimizer is first unregistered from it (as if it had never been added:
+ * its state is freed, sg_optim_param_count drops by one, the later parameters move down
+ * one index). Do not free an optimizer's state tensors (sg_optim_state): they are its. */
 SG_API void sg_tensor_free(sg_tensor *t);
 
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
@@ -489,8 +502,10 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * can save and restore with the optimizer's step count (sg_optim_steps/_set_steps). Call
  * sg_optim_flush before saving an SGD optimizer with momentum or weight decay.
  *
- * Lifetime: a parameter belongs to at most one optimizer. Free the optimizer with
- * sg_optim_free before its context and before freeing any of its parameters.
+ * Lifetime: a parameter belongs to at most one optimizer. Freeing a parameter
+ * (sg_tensor_free) unregisters it from its optimizer; sg_ctx_free frees the optimizers
+ * still alive. Any order of sg_tensor_free, sg_optim_free and sg_ctx_free is safe, as long
+ * as no handle is used after the call that freed it (sg_ctx_free frees them all).
  * An optimizer is used by one thread at a time; its kernels use the context's threads and
  * are bitwise deterministic for any thread count. Optimizers that sum duplicate rows keep
  * 8 bytes of scratch per row of their largest parameter (grouping without a sort); a step
@@ -506,9 +521,13 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * two fused ops in one step takes two steps); call sg_optim_step after the backward as
  * usual so that the step count advances.
  *
+ * NaN/Inf guard (opt-in, sg_optim_set_check_finite): the step, or the fused update, that
+ * would apply a gradient holding a NaN or an infinity is refused with SG_ERR_VALUE.
+ *
  * Errors (every function below): SG_ERR_NULL for a NULL optimizer or parameter,
  * SG_ERR_ARG for out-of-range options, SG_ERR_VALUE for a learning rate (schedule result)
- * that is negative or not finite, SG_ERR_NOMEM; nothing is changed on error. */
+ * that is negative or not finite (or a non-finite gradient under the guard),
+ * SG_ERR_NOMEM; nothing is changed on error. */
 
 typedef struct sg_optim sg_optim;
 
@@ -572,7 +591,8 @@ SG_API sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
  * damped early in training and amplified later. Weight decay applies to touched rows only.
  * With a dense gradient every row is touched and LazyAdam equals Adam. */
 SG_API sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
-/* Frees the optimizer and its state tensors and detaches its parameters. NULL: no-op. */
+/* Frees the optimizer and its state tensors and detaches its parameters (they stay alive).
+ * NULL: no-op. Not after sg_ctx_free of its context, which already freed it. */
 SG_API void sg_optim_free(sg_optim *opt);
 
 /* Registers a persistent dense f32/f64 parameter and allocates its state (zeros; Adagrad's
@@ -586,6 +606,15 @@ SG_API sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i); /* NULL if out
 /* One step over the gradient store (see the section's head). Parameters in the store that
  * are not registered with opt are skipped. Returns SG_OK or an error code. */
 SG_API int sg_optim_step(sg_optim *opt);
+/* The NaN/Inf guard, off by default (on != 0 turns it on). While on, sg_optim_step first
+ * checks every gradient value it is about to apply (dense values, or a COO gradient's
+ * values) and a fused update (sg_embedding, sg_embedding_bag, sg_sgns_loss with fused =
+ * opt) every gradient row it would apply; one value that is NaN or infinite refuses the
+ * whole step (or the whole backward's fused updates, of every optimizer) with SG_ERR_VALUE
+ * and a message naming the parameter by its index in opt (as sg_optim_param) and the
+ * first bad element. Nothing changes then: parameters, state, step counts. Costs one
+ * parallel read of the gradient values per step. SG_OK, or SG_ERR_NULL for opt NULL. */
+SG_API int sg_optim_set_check_finite(sg_optim *opt, int on);
 /* Brings every row of every parameter up to date (exact lazy SGD); O(rows of the
  * parameters that have rows behind). A no-op for the other optimizers. */
 SG_API int sg_optim_flush(sg_optim *opt);

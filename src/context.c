@@ -1,6 +1,6 @@
 /* The context's lifecycle. It sits above every layer because freeing the context must
- * release what each of them holds (persistent tensors, the tape, the arena, the gradient
- * store). Invariant: after sg_ctx_free nothing the context handed out is live. */
+ * release what each of them holds (optimizers, persistent tensors, the tape, the arena,
+ * the gradient store). Invariant: after sg_ctx_free nothing the context handed out is live. */
 #include "optim/optim.h"
 
 #include <stdlib.h>
@@ -51,6 +51,8 @@ sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
 void sg_ctx_free(sg_ctx *ctx)
 {
     if (!ctx) return;
+    /* Optimizers first: they hold parameters and their state is persistent tensors. */
+    while (ctx->optims) sg_optim_free(ctx->optims);
     while (ctx->persistent) sg_tensor_free(ctx->persistent);
     sg_tape_reset(ctx);
     sg__arena_free_all(ctx);

@@ -423,12 +423,18 @@ TEST(repeated_sparse_accumulation)
     sg_ctx_free(ctx);
 }
 
-/* Deferred work runs after every node of the traversal, and not at all when it fails. */
-static int deferred_runs;
+/* Deferred work runs after every node of the traversal, and not at all when it fails;
+ * each item is checked (a pass with fused_checking set) before any item runs. */
+static int deferred_runs, deferred_checks;
 static double seen_by_reader;
 static int bump_table(sg_node *n, sg_tensor *arg)
 {
     (void)arg;
+    if (n->out->ctx->fused_checking) {
+        deferred_checks++;
+        return SG_OK;
+    }
+    CHECK(deferred_checks == 1);
     ((double *)n->in[0]->data)[0] += 100;
     deferred_runs++;
     return SG_OK;
@@ -461,7 +467,7 @@ TEST(deferred_work_runs_after_the_traversal)
     sg_ctx *ctx = sg_ctx_new(NULL);
     sg_tensor *w = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){1}), 1);
     for (int fail = 0; fail < 2; fail++) {
-        deferred_runs = 0;
+        deferred_runs = deferred_checks = 0;
         sg_tensor_fill(w, 1.0);
         /* the writer's node comes later, so its backward runs before the reader's */
         sg_tensor *r = test_op(w, reader_backward, fail);
@@ -475,6 +481,7 @@ TEST(deferred_work_runs_after_the_traversal)
         CHECK(rc == (fail ? SG_ERR_VALUE : SG_OK));
         CHECK_NEAR(seen_by_reader, 1.0, 0);
         CHECK(deferred_runs == (fail ? 0 : 1));
+        CHECK(deferred_checks == (fail ? 0 : 1));
         CHECK_NEAR(sg_tensor_get(w, 0), fail ? 1.0 : 101.0, 0);
         sg_tape_reset(ctx);
     }

@@ -55,10 +55,17 @@ int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg)
     return SG_OK;
 }
 
-/* Runs (run == true) or drops the queued deferred work. */
+/* Runs (run == true) or drops the queued deferred work. Running is two passes: every
+ * item in checking mode (fused updates validate, tape.h), then, if all passed, every item
+ * for real; so an update refused anywhere in the queue leaves all of them undone. */
 static int run_deferred(sg_ctx *ctx, bool run)
 {
     int rc = SG_OK;
+    if (run && ctx->deferred) {
+        ctx->fused_checking = true;
+        for (struct sg__deferred *d = ctx->deferred; d && !rc; d = d->next) rc = d->fn(d->node, d->arg);
+        ctx->fused_checking = false;
+    }
     for (struct sg__deferred *d = ctx->deferred; d && run && !rc; d = d->next) rc = d->fn(d->node, d->arg);
     ctx->deferred = ctx->deferred_tail = NULL;
     return rc;
@@ -105,11 +112,13 @@ static void grads_forget(sg_tensor *t)
     }
 }
 
-/* Freeing a persistent tensor unlinks it from the gradient store first (this layer's),
- * then the core releases it. */
+/* Freeing a persistent tensor unregisters it from the optimizer holding it (through the
+ * seam of tape.h) and unlinks it from the gradient store (this layer's), then the core
+ * releases it. */
 void sg_tensor_free(sg_tensor *t)
 {
     if (!t || !t->persistent) return;
+    if (t->optim_state) ((const sg__param_owner *)t->optim_state)->release(t);
     if (t->in_store) grads_forget(t);
     sg__tensor_destroy(t);
 }

@@ -44,7 +44,10 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
 /* Queues fn(n, arg) to run after the traversal of the current backward has succeeded,
  * in the order queued. For work that must not happen while other nodes may still read
  * what it changes: a fused optimizer update of a table in place. A failed backward drops
- * the queue, so nothing the caller can see changes. */
+ * the queue, so nothing the caller can see changes. The queue runs twice: first with
+ * ctx->fused_checking set, when fn must only check that it can succeed (and change
+ * nothing but the step arena), then, if every fn passed, for real; so one refusal leaves
+ * all the queued work undone. sg__fused_apply_rows follows this by itself. */
 typedef int (*sg__deferred_fn)(sg_node *n, sg_tensor *arg);
 int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
 /* Empties the gradient store (and the grads it lists) without dropping the tape. */
@@ -73,23 +76,43 @@ typedef struct {
 
 /* The function table at the start of every sg_optim. */
 typedef struct sg__row_updater {
+    /* Everything apply_rows could refuse, checked without writing: SG_ERR_STATE (W not
+     * opt's parameter), SG_ERR_INDEX, SG_ERR_ARG, SG_ERR_VALUE (learning rate, or a
+     * gradient value that is not finite when opt checks them), SG_ERR_NOMEM. */
+    int (*check_rows)(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
     /* Applies opt's update to W's rows with gradient rows r; duplicates are summed before
-     * nonlinear updates. Errors (nothing written): SG_ERR_STATE (W not opt's parameter),
-     * SG_ERR_INDEX, SG_ERR_ARG, SG_ERR_VALUE (learning rate), SG_ERR_NOMEM. */
+     * nonlinear updates. Called after check_rows passed on the same rows (gradient values
+     * are not checked again); errors as check_rows', nothing written on error. */
     int (*apply_rows)(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
     /* True when p is registered with opt (hence a persistent leaf). */
     bool (*has_param)(const sg_optim *opt, const sg_tensor *p);
 } sg__row_updater;
 
+/* What a deferred fused update calls. The tape runs the deferred queue twice: a check
+ * pass (ctx->fused_checking), in which this validates, and then, if every update passed,
+ * the pass that writes; so a refused update anywhere in a backward leaves every table
+ * unchanged. A deferred function that calls this must have no other effect than on the
+ * step arena (it runs twice). */
 static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
 {
-    return ((const sg__row_updater *)(const void *)opt)->apply_rows(opt, W, r);
+    const sg__row_updater *u = (const sg__row_updater *)(const void *)opt;
+    return W->ctx->fused_checking ? u->check_rows(opt, W, r) : u->apply_rows(opt, W, r);
 }
 
 static inline bool sg__fused_has_param(const sg_optim *opt, const sg_tensor *p)
 {
     return ((const sg__row_updater *)(const void *)opt)->has_param(opt, p);
 }
+
+/* ---- parameter lifetime: the seam between sg_tensor_free (this layer) and the optimizer
+ * (a layer above) that holds a tensor as a parameter. A tensor's optim_state, when set,
+ * points to an object whose first member is an sg__param_owner; sg_tensor_free calls its
+ * release before the tensor goes, so no optimizer ever lists a freed tensor. */
+typedef struct sg__param_owner {
+    /* Unregisters param from the optimizer holding it and frees its state there; clears
+     * param->optim_state. Cannot fail. */
+    void (*release)(sg_tensor *param);
+} sg__param_owner;
 
 /* The check every fused op makes before recording: the update writes W in place instead
  * of giving it a gradient, so W must be the tensor that owns the gradient (a leaf that

@@ -110,6 +110,12 @@ void sg_ctx_set_threads(sg_ctx *ctx, int threads)
     if (!ctx) return;
 #ifdef _OPENMP
     if (threads <= 0) threads = omp_get_max_threads();
+    int procs = omp_get_num_procs();
+    int cap = procs > 0 && procs <= INT32_MAX / SG__THREADS_PER_PROC ? procs * SG__THREADS_PER_PROC : SG__THREADS_FLOOR;
+    if (cap < SG__THREADS_FLOOR) cap = SG__THREADS_FLOOR;
+    int limit = omp_get_thread_limit();
+    if (limit > 0 && cap > limit) cap = limit;
+    if (threads > cap) threads = cap;
 #else
     threads = 1;
 #endif

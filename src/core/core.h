@@ -59,8 +59,9 @@ struct sg_tensor {
     int64_t nnz_cap;        /* COO grads built by accumulation: entries their index and
                                value buffers can hold (>= nnz); 0: exactly nnz */
 
-    /* optimizer bookkeeping for a parameter: owned and freed by the optimizer that set it
-     * (parameters must outlive their optimizers) */
+    /* optimizer bookkeeping for a parameter: owned and freed by the optimizer that set it.
+     * When set it starts with an sg__param_owner (autograd/tape.h), through which
+     * sg_tensor_free unregisters the tensor from its optimizer first. */
     void *optim_state;
 };
 
@@ -100,6 +101,10 @@ struct sg_ctx {
     int64_t store_len, store_cap;
 
     sg_tensor *persistent; /* list of live persistent tensors */
+    sg_optim *optims;      /* live optimizers, linked and unlinked by src/optim (opaque
+                              here); sg_ctx_free frees them before the tensors */
+    bool fused_checking;   /* the tape's check pass over deferred fused updates runs:
+                              sg__fused_apply_rows validates instead of writing */
 };
 
 /* ---- errors: record and return NULL / the code */
@@ -158,6 +163,11 @@ const char *sg__shape_str(const sg_tensor *t, char *buf, size_t n);
 
 /* ---- threads */
 int sg__threads(const sg_ctx *ctx);
+/* Most threads a context runs on: this many times the processors online (at least 64,
+ * and no more than OpenMP's thread limit), so that a request for thousands of threads
+ * never makes the OpenMP runtime fail to create them and exit the process. */
+#define SG__THREADS_PER_PROC 4
+#define SG__THREADS_FLOOR 64
 
 /* ---- small helpers shared by modules */
 /* Status for a backward or kernel to return after an allocation came back NULL: the one

@@ -7,6 +7,8 @@
  *   copies of gradients, row grouping, run-history capacity), for every parameter, and
  *   only then writes: on error nothing has changed.
  * - A step costs O(gradients in the store + rows they name): it never walks opt->params.
+ * - A fused update is checked (sg__optim_check_rows) before it is applied: the tape runs
+ *   every deferred update's check before any of them writes (autograd/tape.h).
  */
 #include "optim/optim.h"
 
@@ -96,8 +98,11 @@ static sg_optim *optim_new(sg_ctx *ctx, sg__optim_kind kind, const char *name,
 {
     sg_optim *opt = sg__calloc(ctx, 1, sizeof *opt);
     if (!opt) return NULL;
-    opt->rows = (sg__row_updater){sg__optim_apply_rows, optim_has_param};
+    opt->rows = (sg__row_updater){sg__optim_check_rows, sg__optim_apply_rows, optim_has_param};
     opt->ctx = ctx;
+    opt->next = ctx->optims;
+    if (ctx->optims) ctx->optims->prev = opt;
+    ctx->optims = opt;
     opt->kind = kind;
     opt->name = name;
     opt->ops = ops;
@@ -189,9 +194,27 @@ static void pstate_free(sg_optim *opt, sg__pstate *ps)
     sg__free(opt->ctx, ps);
 }
 
+/* The release of the parameter lifetime seam (autograd/tape.h): param leaves its
+ * optimizer's list, which keeps its order (the later parameters move down one index). */
+static void param_release(sg_tensor *param)
+{
+    sg__pstate *ps = param->optim_state;
+    sg_optim *opt = ps->opt;
+    for (int64_t i = ps->index + 1; i < opt->n_params; i++) {
+        opt->params[i - 1] = opt->params[i];
+        opt->params[i - 1]->index = i - 1;
+    }
+    opt->n_params--;
+    pstate_free(opt, ps);
+}
+
 void sg_optim_free(sg_optim *opt)
 {
     if (!opt) return;
+    sg_ctx *ctx = opt->ctx;
+    if (opt->prev) opt->prev->next = opt->next;
+    else if (ctx->optims == opt) ctx->optims = opt->next;
+    if (opt->next) opt->next->prev = opt->prev;
     for (int64_t i = 0; i < opt->n_params; i++) pstate_free(opt, opt->params[i]);
     sg__free(opt->ctx, opt->params);
     sg__free(opt->ctx, opt->slot);
@@ -247,6 +270,7 @@ int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
     opt->params = grown;
     sg__pstate *ps = sg__calloc(ctx, 1, sizeof *ps);
     if (!ps) return SG_ERR_NOMEM;
+    ps->owner.release = param_release;
     ps->opt = opt;
     ps->param = p;
     ps->rows = p->ndim ? p->shape[0] : 1;
@@ -441,6 +465,92 @@ static void apply_plan(sg_optim *opt, plan *pl, double lr)
     else opt->ops->rows(opt, ps, &pl->rg, pl->g, s, lr);
 }
 
+/* ---- the NaN/Inf guard */
+
+int sg_optim_set_check_finite(sg_optim *opt, int on)
+{
+    if (!opt) return SG_ERR_NULL;
+    opt->check_finite = on != 0;
+    return SG_OK;
+}
+
+typedef struct {
+    sg_dtype dtype;
+    const void *v;
+} finite_job;
+
+static bool chunk_not_finite(void *ud, int64_t lo, int64_t hi)
+{
+    const finite_job *j = ud;
+    bool bad = false;
+    SG__DISPATCH_FLOAT(j->dtype, T, {
+        const T *v = j->v;
+        for (int64_t i = lo; i < hi; i++) bad |= !isfinite(v[i]);
+    });
+    return bad;
+}
+
+/* The first element of v (n of dtype) that is NaN or infinite, or -1: a parallel scan,
+ * then a serial one to name the element only when there is one. */
+static int64_t first_not_finite(sg_ctx *ctx, sg_dtype dtype, const void *v, int64_t n)
+{
+    finite_job j = {dtype, v};
+    if (!sg__parallel_any(ctx, n, SG__GRAIN, chunk_not_finite, &j)) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (chunk_not_finite(&j, i, i + 1)) return i;
+    return -1;
+}
+
+/* SG_ERR_VALUE naming ps when its gradient grad (dense or COO) holds a non-finite value. */
+static int check_grad_finite(sg_optim *opt, const sg__pstate *ps, const sg_tensor *grad)
+{
+    const sg_tensor *v = grad->layout == SG_COO ? grad->values : grad;
+    int64_t bad = first_not_finite(opt->ctx, v->dtype, v->data, v->numel);
+    if (bad < 0) return SG_OK;
+    return sg__failc(opt->ctx, SG_ERR_VALUE,
+                     "%s: gradient of parameter %lld is not finite (%s value %lld is %g); step refused",
+                     opt->name, (long long)ps->index, grad->layout == SG_COO ? "COO" : "dense",
+                     (long long)bad, sg__dense_at(v, bad));
+}
+
+/* The same for fused gradient rows r of ps: given rows, or factored rows as expand_rows
+ * writes them (row k = (T)(scale * coef[k]) * x[k / per]), checked without writing them. */
+static int check_rows_finite(sg_optim *opt, const sg__pstate *ps, const sg__fused_rows *r)
+{
+    const int64_t width = ps->width;
+    int64_t bad = -1;
+    double value = 0;
+    if (r->g) {
+        bad = first_not_finite(opt->ctx, ps->param->dtype, r->g, r->n * width);
+        if (bad >= 0) {
+            SG__DISPATCH_FLOAT(ps->param->dtype, T, { value = ((const T *)r->g)[bad]; });
+        }
+    } else {
+        SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+            const T *x = r->x;
+            const T *coef = r->coef;
+            for (int64_t k = 0; k < r->n && bad < 0; k++) {
+                const T a = (T)(r->scale * (double)coef[k]);
+                const T *xr = x + (k / r->per) * width;
+                bool row_bad = false;
+                for (int64_t j = 0; j < width; j++) row_bad |= !isfinite(a * xr[j]);
+                if (!row_bad) continue;
+                for (int64_t j = 0; j < width && bad < 0; j++)
+                    if (!isfinite(a * xr[j])) {
+                        bad = k * width + j;
+                        value = a * xr[j];
+                    }
+            }
+        });
+    }
+    if (bad < 0) return SG_OK;
+    return sg__failc(opt->ctx, SG_ERR_VALUE,
+                     "%s: fused gradient of parameter %lld is not finite (row %lld of the update, "
+                     "element %lld, is %g); update refused",
+                     opt->name, (long long)ps->index, (long long)(bad / (width ? width : 1)),
+                     (long long)(bad % (width ? width : 1)), value);
+}
+
 /* ---- step, flush, fused update */
 
 int sg_optim_step(sg_optim *opt)
@@ -462,6 +572,7 @@ int sg_optim_step(sg_optim *opt)
         sg_tensor *p = sg_grads_param(ctx, i);
         opt->visited++;
         if (!p->grad || !state_of(opt, p)) continue;
+        if (opt->check_finite && (rc = check_grad_finite(opt, p->optim_state, p->grad))) return rc;
         rc = plan_grad(opt, p->optim_state, p->grad, &plans[n++]);
         if (rc) return rc;
     }
@@ -502,7 +613,10 @@ static const void *expand_rows(sg_ctx *ctx, sg_dtype dtype, int64_t width, const
     return buf;
 }
 
-int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
+/* The checks of a fused update that need no allocation: W is opt's (*ps_out), r is well
+ * formed, its rows in range, the learning rate valid (*lr). */
+static int fused_validate(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r, sg__pstate **ps_out,
+                          double *lr)
 {
     if (!opt || !W || !r) return SG_ERR_NULL;
     sg_ctx *ctx = opt->ctx;
@@ -518,9 +632,28 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
         if (idx[i] < 0 || idx[i] >= ps->rows)
             return sg__failc(ctx, SG_ERR_INDEX, "%s: fused update of row %lld of %lld", opt->name,
                              (long long)idx[i], (long long)ps->rows);
+    *ps_out = ps;
+    return lr_at(opt, opt->t + 1, lr);
+}
+
+int sg__optim_check_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
+{
+    sg__pstate *ps = NULL;
     double lr = 0;
-    int rc = lr_at(opt, opt->t + 1, &lr);
+    int rc = fused_validate(opt, W, r, &ps, &lr);
+    if (!rc && opt->check_finite && r->n > 0) rc = check_rows_finite(opt, ps, r);
+    return rc;
+}
+
+int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
+{
+    sg__pstate *ps = NULL;
+    double lr = 0;
+    int rc = fused_validate(opt, W, r, &ps, &lr);
     if (rc) return rc;
+    sg_ctx *ctx = opt->ctx;
+    const int64_t n = r->n, *idx = r->idx;
+    const bool factored = !r->g;
     const void *g = r->g;
     if (factored && n > 0 && (opt->kind != SG__OPT_SGD || is_lazy_sgd(ps))) {
         g = expand_rows(ctx, W->dtype, ps->width, r);

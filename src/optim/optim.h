@@ -3,7 +3,10 @@
  * update works on, and each optimizer kind's kernels.
  *
  * Invariants:
- * - param->optim_state is NULL or an sg__pstate whose `opt` lists it in opt->params.
+ * - param->optim_state is NULL or an sg__pstate whose `opt` lists it in opt->params at
+ *   ps->index; its first member is the sg__param_owner through which sg_tensor_free
+ *   unregisters a parameter (autograd/tape.h).
+ * - Every live optimizer is on its context's list (ctx->optims, linked by prev/next).
  * - opt->slot has opt->slot_len entries, all -1 between calls (row grouping restores it).
  * - A kernel (dense or rows) is only called once everything that can fail is done: it
  *   writes and cannot fail. It receives s, the parameter's step being applied (already
@@ -33,6 +36,7 @@ typedef struct {
 } sg__lr_run;
 
 typedef struct {
+    sg__param_owner owner; /* first: how sg_tensor_free reaches it (autograd/tape.h) */
     sg_optim *opt;
     sg_tensor *param;
     int64_t index;       /* position in opt->params */
@@ -85,6 +89,8 @@ struct sg_optim {
         sg_adagrad_opts adagrad;
         sg_adam_opts adam;
     } o;
+    sg_optim *prev, *next; /* the context's list of live optimizers */
+    bool check_finite;     /* refuse non-finite gradients (sg_optim_set_check_finite) */
     double lr; /* base learning rate */
     sg_lr_schedule sched;
     int64_t t; /* steps taken */
@@ -116,6 +122,10 @@ extern const sg__optim_ops sg__sgd_ops, sg__adagrad_ops, sg__rowwise_adagrad_ops
  * parameter of opt, SG_ERR_INDEX for a row out of range, SG_ERR_ARG for a malformed r;
  * nothing changes on error. */
 int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
+/* What sg__optim_apply_rows could refuse for the same arguments, checked without writing
+ * (opt->rows.check_rows); with opt->check_finite also SG_ERR_VALUE for a gradient row
+ * value that is not finite. */
+int sg__optim_check_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
 
 /* Makes a persistent state tensor for ps named `name` (shape given), filled with `fill`. */
 sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
