@@ -83,6 +83,15 @@ static int tu_n_tests;
 static int tu_failures; /* failed checks in the current test */
 
 static int tu_dropped; /* tests past TU_MAX_TESTS: the run fails */
+static const char *tu_skip_reason; /* set by TU_SKIP in the current test */
+
+/* Ends the current test as skipped (it cannot run in this build), saying why; a skipped
+ * test neither passes nor fails. */
+#define TU_SKIP(why)                                                             \
+    do {                                                                         \
+        tu_skip_reason = (why);                                                  \
+        return;                                                                  \
+    } while (0)
 static inline void tu_register(const char *name, tu_fn fn)
 {
     if (tu_n_tests < TU_MAX_TESTS) tu_tests[tu_n_tests++] = (tu_test){name, fn};
@@ -174,12 +183,16 @@ static inline void tu_write_bytes(const char *path, const void *data, size_t n)
 #define TEST_MAIN()                                                              \
     int main(int argc, char **argv)                                              \
     {                                                                            \
-        int passed = 0, failed = 0;                                              \
+        int passed = 0, failed = 0, skipped = 0;                                 \
         for (int i = 0; i < tu_n_tests; i++) {                                   \
             if (argc > 1 && !strstr(tu_tests[i].name, argv[1])) continue;        \
             tu_failures = 0;                                                     \
+            tu_skip_reason = NULL;                                               \
             tu_tests[i].fn();                                                    \
-            if (tu_failures) {                                                   \
+            if (tu_skip_reason && !tu_failures) {                                \
+                skipped++;                                                       \
+                printf("skip %s: %s\n", tu_tests[i].name, tu_skip_reason);       \
+            } else if (tu_failures) {                                            \
                 failed++;                                                        \
                 fprintf(stderr, "FAIL %s\n", tu_tests[i].name);                  \
             } else {                                                             \
@@ -188,9 +201,11 @@ static inline void tu_write_bytes(const char *path, const void *data, size_t n)
             }                                                                    \
         }                                                                        \
         if (tu_dropped) fprintf(stderr, "%d tests over TU_MAX_TESTS not run\n", tu_dropped); \
-        if (passed + failed == 0) fprintf(stderr, "no test ran\n");             \
-        printf("%d passed, %d failed\n", passed, failed);                        \
-        return failed || tu_dropped || passed + failed == 0 ? 1 : 0;             \
+        if (passed + failed + skipped == 0) fprintf(stderr, "no test ran\n");   \
+        printf("%d passed, %d failed", passed, failed);                          \
+        if (skipped) printf(", %d skipped", skipped);                            \
+        printf("\n");                                                           \
+        return failed || tu_dropped || passed + failed + skipped == 0 ? 1 : 0;   \
     }
 
 #endif
