@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: trains word2vec with sgrad on the bundled corpus (Jane Austen's novels and
 # the King James Bible, 1.5 M words; see data/README.md) with 2 threads, then prints the
-# nearest neighbours of a few probe words and a few analogies, for a person to judge.
+# nearest neighbours of a few probe words and a few analogies, each marked right or wrong
+# against the answer written next to it here, and the analogy accuracy on the shipped
+# word2vec question set (data/questions-words.txt), for a person to judge.
 # usage: tools/demo.sh BUILD_DIR
 set -euo pipefail
 build=${1:-build}
@@ -28,7 +30,24 @@ echo
 echo "== 10 nearest neighbours by cosine (sgrad-w2v -neighbors $vectors -words ...)"
 "$w2v" -neighbors "$vectors" -words king,gold,sister,morning,letter,elizabeth,sword,happy
 echo
-echo "== analogies a : b :: c : ? with the 5 best candidates (sgrad-w2v -analogy $vectors a b c)"
-for q in "brother sister son" "he his she" "sons daughters son" "morning evening day"; do
-    "$w2v" -analogy "$vectors" $q
+echo "== analogies a : b :: c : ? with the 5 best candidates (sgrad-w2v -analogy $vectors a b c),"
+echo "   marked against the expected answer d"
+right=0
+probes=("brother sister son daughter" "he his she her" "sons daughters son daughter"
+        "morning evening day night")
+for probe in "${probes[@]}"; do
+    read -r a b c want <<<"$probe"
+    out=$("$w2v" -analogy "$vectors" "$a" "$b" "$c")
+    got=$(printf '%s\n' "$out" | sed -n '1s/.* : //p')
+    printf '%s\n' "$out"
+    if [ "$got" = "$want" ]; then
+        echo "   -> right ($want)"
+        right=$((right + 1))
+    else
+        echo "   -> wrong: expected $want"
+    fi
 done
+echo "   $right of ${#probes[@]} shown analogies right"
+echo
+echo "== analogy accuracy on word2vec's question set, data/questions-words.txt (3CosAdd)"
+"$w2v" -evaluate "$vectors" -questions data/questions-words.txt
