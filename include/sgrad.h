@@ -664,26 +664,34 @@ SG_API int sg_clip_grad_value(sg_ctx *ctx, double clip);
 /* ---------------------------------------------------------------- io: word vectors */
 /* word2vec's two file formats. Both open with a text line "V D". Text: then V lines
  * "word v1 ... vD". Binary: then, per word, the word, one space, D float32 values
- * (little-endian) and a newline. A word is a non-empty byte string without whitespace.
- * gensim's KeyedVectors.load_word2vec_format reads both. */
+ * (little-endian) and a newline. gensim's KeyedVectors.load_word2vec_format reads both.
+ * One contract for writer and reader: V >= 0 distinct words, each 1..4095 bytes without
+ * whitespace or NUL; D in 1..2^20; finite f32 values; nothing but whitespace after the
+ * V-th record. What the writer writes the reader gives back exactly (the f32 values bit
+ * for bit); what the reader refuses the writer refuses. */
 
 typedef struct sg_wordvec sg_wordvec;
 
-/* Writes table (V,D) (dense f32 or f64) with row i labelled words[i], most frequent first
- * by convention, as text (binary 0) or binary (1). Text values have 9 significant digits,
- * so f32 values read back exactly. Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT,
- * SG_ERR_DTYPE, SG_ERR_SHAPE (table not 2-D), SG_ERR_ARG (an empty word or one with
- * whitespace; checked before the file is opened), SG_ERR_IO; recorded on table's ctx. */
+/* Writes table (V,D) (dense f32 or f64, written as f32) with row i labelled words[i], most
+ * frequent first by convention, as text (binary 0) or binary (1). Text values have 9
+ * significant digits, so f32 values read back exactly. The save is atomic: a temporary
+ * file beside path, fsynced and renamed over it, so an error or a killed process leaves
+ * the previous file. Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT, SG_ERR_DTYPE,
+ * SG_ERR_SHAPE (not 2-D, D outside 1..2^20), SG_ERR_ARG (a word outside the contract, a
+ * repeated word, a value not finite as f32; all checked before any file is touched),
+ * SG_ERR_IO; recorded on table's ctx. */
 SG_API int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
                      int binary);
 /* Reads a file in word2vec's text (binary 0) or binary (1) format, or either (-1: told
  * apart by the first record). Returns a new sg_wordvec (free it with sg_wordvec_free), or
  * NULL with SG_ERR_IO, SG_ERR_FORMAT (bad header, short record, a value that is not a
- * number, a duplicate word; the message names the record) or SG_ERR_NOMEM recorded on
- * ctx. Memory follows the file, not the header: a file too short for the header's V
- * records fails before the table is allocated, and when the size cannot be known (a
- * pipe) the table grows as records are read. Detection (-1) needs a seekable file: on a
- * pipe it fails with SG_ERR_ARG before reading any record (give 0 or 1 there). */
+ * finite number, a duplicate word, a word with a NUL byte, data after the V-th record;
+ * the message names the record) or SG_ERR_NOMEM recorded on ctx. Memory follows the
+ * records read, not the header: a file too short for the header's V records fails before
+ * the table is allocated, and the table grows (from about 1 MiB) as records are read, so
+ * a header or a sparse file's size alone cannot make it allocate much. Detection (-1)
+ * needs a seekable file: on a pipe it fails with SG_ERR_ARG before reading any record
+ * (give 0 or 1 there). */
 SG_API sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary);
 /* Frees wv and its vectors; call it before sg_ctx_free of wv's context. NULL: no-op. */
 SG_API void sg_wordvec_free(sg_wordvec *wv);

@@ -34,7 +34,7 @@ expect() {
 expect 2 "-batch" -cbow 1 -batch 16777216 -window 100
 # 2^24 x 101 targets (skip-gram too)
 expect 2 "-negative" -cbow 0 -batch 16777216 -negative 100
-# 2^26 slots exactly is accepted: the run gets to the missing corpus (status 1)
-expect 1 "cannot read" -cbow 1 -batch 16777216 -window 2 -negative 3
-expect 1 "cannot read" -cbow 1 -batch 335544 -window 100 -negative 5
+# 2^26 slots exactly is accepted: the run gets to the missing corpus (refused up front, status 2)
+expect 2 "cannot read" -cbow 1 -batch 16777216 -window 2 -negative 3
+expect 2 "cannot read" -cbow 1 -batch 335544 -window 100 -negative 5
 exit $fail

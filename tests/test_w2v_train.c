@@ -242,4 +242,47 @@ TEST(oversized_step_arrays_are_refused_before_allocating)
     w2v_vocab_free(&v);
 }
 
+TEST(cbow_on_equally_frequent_words_converges)
+{
+    /* The issue's case: default CBOW (alpha 0.05, -batch 8192) on 200 equally frequent
+     * words in random order. With a batch cap of 256 hits per row a step summed about 245
+     * coherent updates of every output row (the bags' means are all near the mean vector)
+     * and the loss went to 3e24. A random corpus has nothing to learn beyond the words'
+     * frequencies: the loss must end finite and below its start, 6 ln 2 per example
+     * (output rows start at zero), and the vectors stay small. */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/sgrad_test_w2v_cbow200_%d.txt", (int)getpid());
+    FILE *f = fopen(path, "w");
+    w2v_rng r = {77};
+    for (int s = 0; s < 4000; s++) {
+        for (int i = 0; i < 100; i++) fprintf(f, "%sw%d", i ? " " : "", (int)w2v_rng_below(&r, 200));
+        fputc('\n', f);
+    }
+    fclose(f);
+    w2v_config cfg;
+    w2v_config_default(&cfg);
+    cfg.train = path;
+    cfg.threads = 1;
+    cfg.iter = 3;
+    CHECK(w2v_row_hit_cap(0.05) * 0.05 <= W2V_ROW_STEP_BOUND + 1e-9);
+    CHECK(w2v_row_hit_cap(0.025) == W2V_MAX_ROW_HITS); /* skip-gram's default is unchanged */
+    w2v_vocab v;
+    w2v_vocab_init(&v);
+    CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);
+    CHECK(v.size == 200);
+    w2v_result res;
+    w2v_model m = {0};
+    CHECK(w2v_train(&cfg, &v, NULL, &res, &m) == 0);
+    if (m.ctx) {
+        CHECK(isfinite(res.final_loss) && res.final_loss < 6 * log(2.0));
+        float maxabs = 0;
+        const float *x = sg_tensor_f32(m.in);
+        for (int64_t i = 0; i < v.size * cfg.size; i++) maxabs = fmaxf(maxabs, fabsf(x[i]));
+        CHECK(maxabs < 10);
+    }
+    w2v_model_free(&m);
+    w2v_vocab_free(&v);
+    remove(path);
+}
+
 TEST_MAIN()

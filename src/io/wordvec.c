@@ -5,12 +5,17 @@
  * hash table of row numbers (capacity a power of two, at least 2V, -1 = empty slot).
  * Words are unique. All memory comes from the context's allocator and is given back by
  * sg_wordvec_free, which must run before sg_ctx_free.
+ * One contract for both directions: a file holds V >= 0 distinct words of 1..4095 bytes
+ * without whitespace or NUL, D in 1..2^20, finite f32 values, and nothing after the V-th
+ * record but whitespace. The writer refuses (before opening the file) any table the reader
+ * would refuse, and writes through the atomic writer (io/io.h), so a failed or killed
+ * write leaves the previous file. The reader gives back exactly the f32 values written.
  * Reading trusts the header's V only as far as the file can back it: a regular file too
- * short for V records fails before anything is allocated; when the size is unknown (a
- * pipe) the rows, offsets and hash table grow with the records read, from about 1 MiB of
- * vectors; such a stream cannot be rewound, so its format must be given, not detected.
+ * short for V records fails before anything is allocated, and the rows, offsets and hash
+ * table grow with the records read, from about 1 MiB of vectors; a pipe cannot be
+ * rewound, so its format must be given, not detected.
  */
-#include "core/core.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,7 +33,8 @@ struct sg_wordvec {
     int64_t n_slots;
 };
 
-#define WV_MAX_WORD 4096 /* longest word accepted when reading, in bytes */
+#define WV_MAX_WORD 4096     /* words are shorter than this, in bytes */
+#define WV_MAX_DIM (1 << 20) /* the largest D */
 
 static bool is_space(int c)
 {
@@ -60,6 +66,38 @@ static void swap4(void *p)
 
 /* ---- writing */
 
+/* True when every words[0..V) is distinct (NOMEM recorded and false if the check cannot
+ * allocate; *dup then stays -1). *dup gets the later row of the first repeat found. */
+static bool words_unique(sg_ctx *ctx, const char *const *words, int64_t V, int64_t *dup)
+{
+    *dup = -1;
+    int64_t n = 16;
+    while (n < 2 * V) n *= 2;
+    int64_t *slots = sg__malloc(ctx, (size_t)n * sizeof *slots);
+    if (!slots) return false;
+    for (int64_t s = 0; s < n; s++) slots[s] = -1;
+    const uint64_t mask = (uint64_t)n - 1;
+    for (int64_t i = 0; i < V && *dup < 0; i++)
+        for (uint64_t s = hash_word(words[i]) & mask;; s = (s + 1) & mask) {
+            if (slots[s] < 0) {
+                slots[s] = i;
+                break;
+            }
+            if (strcmp(words[slots[s]], words[i]) == 0) {
+                *dup = i;
+                break;
+            }
+        }
+    sg__free(ctx, slots);
+    return *dup < 0;
+}
+
+static float table_value(const sg_tensor *table, int64_t i)
+{
+    return table->dtype == SG_F32 ? ((const float *)table->data)[i]
+                                  : (float)((const double *)table->data)[i];
+}
+
 int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
                      int binary)
 {
@@ -74,42 +112,62 @@ int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const
         return sg__failc(ctx, SG_ERR_SHAPE, "sg_wordvec_write: table must be (V,D), has %d dims",
                          table->ndim);
     const int64_t V = table->shape[0], D = table->shape[1];
+    if (D < 1 || D > WV_MAX_DIM)
+        return sg__failc(ctx, SG_ERR_SHAPE, "sg_wordvec_write: D is %lld, must be 1..%d",
+                         (long long)D, WV_MAX_DIM);
     for (int64_t i = 0; i < V; i++) {
         const char *w = words[i];
         if (!w || !*w)
             return sg__failc(ctx, SG_ERR_ARG, "sg_wordvec_write: word %lld is NULL or empty",
                              (long long)i);
-        for (const char *p = w; *p; p++)
+        size_t len = 0;
+        for (const char *p = w; *p; p++, len++)
             if (is_space((unsigned char)*p))
                 return sg__failc(ctx, SG_ERR_ARG,
                                  "sg_wordvec_write: word %lld (\"%s\") contains whitespace",
                                  (long long)i, w);
+        if (len >= WV_MAX_WORD)
+            return sg__failc(ctx, SG_ERR_ARG, "sg_wordvec_write: word %lld is %zu bytes, "
+                                              "longer than %d", (long long)i, len, WV_MAX_WORD - 1);
     }
-    FILE *f = fopen(path, binary ? "wb" : "w");
-    if (!f)
-        return sg__failc(ctx, SG_ERR_IO, "sg_wordvec_write: cannot open %s: %s", path,
-                         strerror(errno));
+    int64_t dup;
+    if (!words_unique(ctx, words, V, &dup)) {
+        if (dup < 0) return sg__status_or_nomem(ctx);
+        return sg__failc(ctx, SG_ERR_ARG, "sg_wordvec_write: word %lld (\"%s\") repeats an "
+                                          "earlier word", (long long)dup, words[dup]);
+    }
+    for (int64_t i = 0; i < V * D; i++)
+        if (!isfinite(table_value(table, i)))
+            return sg__failc(ctx, SG_ERR_ARG, "sg_wordvec_write: value %lld of word %lld "
+                                              "(\"%s\") is not a finite f32", (long long)(i % D),
+                             (long long)(i / D), words[i / D]);
+    sg__out o;
+    int rc = sg__out_open(ctx, path, &o);
+    if (rc) return rc;
     const bool swap = !host_little_endian();
-    bool ok = fprintf(f, "%lld %lld\n", (long long)V, (long long)D) > 0;
-    for (int64_t i = 0; ok && i < V; i++) {
-        ok = fputs(words[i], f) >= 0;
-        for (int64_t d = 0; ok && d < D; d++) {
-            float v = table->dtype == SG_F32 ? ((const float *)table->data)[i * D + d]
-                                             : (float)((const double *)table->data)[i * D + d];
+    char num[64];
+    int k = snprintf(num, sizeof num, "%lld %lld\n", (long long)V, (long long)D);
+    rc = sg__out_write(&o, num, (size_t)k);
+    for (int64_t i = 0; !rc && i < V; i++) {
+        rc = sg__out_write(&o, words[i], strlen(words[i]));
+        if (binary && !rc) rc = sg__out_write(&o, " ", 1);
+        for (int64_t d = 0; !rc && d < D; d++) {
+            float v = table_value(table, i * D + d);
             if (binary) {
-                if (d == 0) ok = fputc(' ', f) != EOF;
                 if (swap) swap4(&v);
-                ok = ok && fwrite(&v, sizeof v, 1, f) == 1;
+                rc = sg__out_write(&o, &v, sizeof v);
             } else {
-                ok = fprintf(f, " %.9g", (double)v) > 0;
+                k = snprintf(num, sizeof num, " %.9g", (double)v);
+                rc = sg__out_write(&o, num, (size_t)k);
             }
         }
-        if (ok && binary && D == 0) ok = fputc(' ', f) != EOF;
-        ok = ok && fputc('\n', f) != EOF;
+        if (!rc) rc = sg__out_write(&o, "\n", 1);
     }
-    if (fclose(f) != 0) ok = false;
-    if (!ok) return sg__failc(ctx, SG_ERR_IO, "sg_wordvec_write: error writing %s", path);
-    return SG_OK;
+    if (rc) {
+        sg__out_abort(&o);
+        return rc;
+    }
+    return sg__out_commit(&o);
 }
 
 /* ---- the word store */
@@ -230,8 +288,9 @@ static bool push_word(sg_wordvec *wv, int64_t r, const char *w, size_t len, size
 /* ---- reading */
 
 /* Reads one whitespace-delimited token (leading whitespace skipped) into buf; returns its
- * length, 0 at end of file, or -1 if longer than cap - 1. *term gets the character that
- * ended it (EOF or the whitespace, which is consumed). */
+ * length, 0 at end of file, -1 if longer than cap - 1, or -2 if it holds a NUL byte (no
+ * C string could name it, and the writer cannot write one). *term gets the character
+ * that ended it (EOF or the whitespace, which is consumed). */
 static long read_token(FILE *f, char *buf, size_t cap, int *term)
 {
     int c;
@@ -240,6 +299,7 @@ static long read_token(FILE *f, char *buf, size_t cap, int *term)
     size_t n = 0;
     while (c != EOF && !is_space(c)) {
         if (n + 1 >= cap) return -1;
+        if (c == '\0') return -2;
         buf[n++] = (char)c;
         c = getc(f);
     }
@@ -279,7 +339,7 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
     if (!f) return sg__fail(ctx, SG_ERR_IO, "sg_wordvec_read: cannot open %s: %s", path, strerror(errno));
     long long V = -1, D = -1;
     int c;
-    if (fscanf(f, "%lld %lld", &V, &D) != 2 || V < 0 || D < 1 || D > (1 << 20) ||
+    if (fscanf(f, "%lld %lld", &V, &D) != 2 || V < 0 || D < 1 || D > WV_MAX_DIM ||
         (V > 0 && V > INT64_MAX / D / 8)) {
         fclose(f);
         return sg__fail(ctx, SG_ERR_FORMAT, "sg_wordvec_read: %s: bad header (want \"V D\")", path);
@@ -322,15 +382,13 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
     }
     wv->ctx = ctx;
     wv->dim = D;
-    /* A file of known size holds V records: room for them all at once. Otherwise room
-     * starts at about 1 MiB of vectors (at least one row) and grows geometrically as
-     * records arrive, so a header alone cannot make the reader allocate much. */
-    int64_t cap = V;
-    if (left < 0) {
-        int64_t first = ((int64_t)1 << 20) / (4 * D);
-        if (first < 1) first = 1;
-        if (cap > first) cap = first;
-    }
+    /* Room starts at about 1 MiB of vectors (at least one row) and grows geometrically
+     * as records arrive, so neither a header nor a file's size alone (a sparse file of
+     * holes is large and holds nothing) can make the reader allocate much more than the
+     * records it has read. */
+    int64_t cap = ((int64_t)1 << 20) / (4 * D);
+    if (cap < 1) cap = 1;
+    if (cap > V) cap = V;
     if (!reserve_rows(wv, cap, 0)) {
         sg_wordvec_free(wv);
         fclose(f);
@@ -353,7 +411,7 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
             }
         }
         if (n <= 0) {
-            why = n < 0 ? "word too long" : "file ends early";
+            why = n == -1 ? "word too long" : n == -2 ? "word holds a NUL byte" : "file ends early";
             break;
         }
         if (!push_word(wv, r, tok, (size_t)n, &used)) {
@@ -399,6 +457,11 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
             }
         }
         if (why) break;
+    }
+    if (!why) { /* only whitespace may follow the V-th record */
+        do c = getc(f);
+        while (c != EOF && is_space(c));
+        if (c != EOF) why = "data after the header's last record";
     }
     fclose(f);
     if (why) {

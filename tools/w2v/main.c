@@ -17,6 +17,9 @@ static void usage(FILE *f)
             "\n"
             "Training:\n"
             "  sgrad-w2v -train FILE -output FILE [options]\n"
+            "    (refused before training: no -output, an output whose directory is missing\n"
+            "    or not writable, an output that is a directory, a corpus that is not a\n"
+            "    regular file such as a pipe or stdin)\n"
             "    -size N        vector dimension (100)\n"
             "    -window N      max skip length between words (5)\n"
             "    -negative N    negative examples per true one (5)\n"
@@ -29,7 +32,8 @@ static void usage(FILE *f)
             "    -binary 0|1    write the binary format (0: text)\n"
             "    -seed N        random seed (1)\n"
             "    -batch N       most examples per sgrad step (8192; a step also ends once a\n"
-            "                   word occurs 256 times in it; -batch x 2*-window for CBOW\n"
+            "                   word occurs 6.4/alpha times in it, at most 256; -batch x\n"
+            "                   2*-window for CBOW\n"
             "                   and -batch x (-negative + 1) at most 2^26)\n"
             "    -hogwild 0|1   0: bitwise identical vectors for any -threads (default);\n"
             "                   1: Hogwild-style racy row updates, not reproducible\n"
@@ -176,7 +180,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sgrad-w2v: -train FILE is required (see -help)\n");
         return 2;
     }
-    if (w2v_config_check(&cfg, stderr)) return 2; /* before the corpus is read */
+    /* before the corpus is read: a run that cannot save its result does not start */
+    if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
     w2v_vocab v;
     w2v_vocab_init(&v);
     if (w2v_vocab_count_file(&v, cfg.train) || w2v_vocab_finalize(&v, cfg.min_count)) {
@@ -202,14 +207,13 @@ int main(int argc, char **argv)
             res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
             res.steps ? (double)res.examples / (double)res.steps : 0.0);
     int rc = 0;
-    if (cfg.output) {
-        if (sg_wordvec_write(cfg.output, m.in, (const char *const *)v.words, cfg.binary)) {
-            fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
-            rc = 1;
-        } else {
-            fprintf(stderr, "sgrad-w2v: wrote %lld x %d vectors to %s (%s)\n",
-                    (long long)v.size, cfg.size, cfg.output, cfg.binary ? "binary" : "text");
-        }
+    if (sg_wordvec_write(cfg.output, m.in, (const char *const *)v.words, cfg.binary)) {
+        fprintf(stderr, "sgrad-w2v: %s (any previous %s is unchanged)\n", sg_ctx_message(m.ctx),
+                cfg.output);
+        rc = 1;
+    } else {
+        fprintf(stderr, "sgrad-w2v: wrote %lld x %d vectors to %s (%s)\n",
+                (long long)v.size, cfg.size, cfg.output, cfg.binary ? "binary" : "text");
     }
     w2v_model_free(&m);
     w2v_vocab_free(&v);

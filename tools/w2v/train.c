@@ -30,12 +30,17 @@
  * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
  * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "w2v.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void w2v_config_default(w2v_config *c)
 {
@@ -84,6 +89,7 @@ typedef struct {
     int64_t *target; /* (n, 1 + negative) */
     /* times each row of the input / output table occurs in the batch (0 between batches) */
     int32_t *hits_in, *hits_out;
+    int32_t row_cap; /* w2v_row_hit_cap of the starting learning rate */
 } w2v_trainer;
 
 /* The learning-rate schedule's record: the words read before step `step`'s batch. */
@@ -141,11 +147,17 @@ static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
     }
 }
 
-/* Counts one more occurrence of each row in rows[0..n); true once one reaches the cap. */
-static bool hit(int32_t *hits, const int64_t *rows, int64_t n)
+int w2v_row_hit_cap(double alpha)
+{
+    const double cap = W2V_ROW_STEP_BOUND / alpha;
+    return cap >= W2V_MAX_ROW_HITS ? W2V_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
+}
+
+/* Counts one more occurrence of each row in rows[0..n); true once one reaches cap. */
+static bool hit(int32_t *hits, const int64_t *rows, int64_t n, int32_t cap)
 {
     bool full = false;
-    for (int64_t i = 0; i < n; i++) full |= ++hits[rows[i]] >= W2V_MAX_ROW_HITS;
+    for (int64_t i = 0; i < n; i++) full |= ++hits[rows[i]] >= cap;
     return full;
 }
 
@@ -187,8 +199,8 @@ static void fill_batch(w2v_trainer *t)
             int64_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
-            full |= hit(t->hits_in, t->input + start, t->n_input - start);
-            full |= hit(t->hits_out, row, T);
+            full |= hit(t->hits_in, t->input + start, t->n_input - start, t->row_cap);
+            full |= hit(t->hits_out, row, T, t->row_cap);
             t->n++;
         } else {
             for (int c = lo; c <= hi; c++) {
@@ -197,8 +209,8 @@ static void fill_batch(w2v_trainer *t)
                 int64_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
-                full |= hit(t->hits_in, t->input + t->n, 1);
-                full |= hit(t->hits_out, row, T);
+                full |= hit(t->hits_in, t->input + t->n, 1, t->row_cap);
+                full |= hit(t->hits_out, row, T, t->row_cap);
                 t->n++;
             }
             t->n_input = t->n;
@@ -287,6 +299,52 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
+int w2v_check_paths(const w2v_config *cfg, FILE *err)
+{
+    struct stat st;
+    if (stat(cfg->train, &st) != 0) {
+        fprintf(err, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(err, "sgrad-w2v: -train %s is not a regular file; the corpus is read once per "
+                     "epoch, which a pipe or stdin cannot be: save it to a file first\n", cfg->train);
+        return -1;
+    }
+    const char *out = cfg->output;
+    if (!out || !*out) {
+        fprintf(err, "sgrad-w2v: -output FILE is required for training (see -help)\n");
+        return -1;
+    }
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(err, "sgrad-w2v: cannot write -output %s: %s\n", out,
+                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+        return -1;
+    }
+    /* the vectors are written to a temporary file beside out and renamed over it */
+    const char *slash = strrchr(out, '/');
+    size_t dlen = !slash ? 1 : slash == out ? 1 : (size_t)(slash - out);
+    char *dir = malloc(dlen + 1);
+    if (!dir) {
+        fprintf(err, "sgrad-w2v: out of memory\n");
+        return -1;
+    }
+    memcpy(dir, slash ? out : ".", dlen);
+    dir[dlen] = '\0';
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(err, "sgrad-w2v: cannot write -output %s: directory %s %s\n", out, dir,
+                errno == ENOENT || stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+        rc = -1;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(err, "sgrad-w2v: cannot write -output %s: directory %s: %s\n", out, dir,
+                strerror(errno));
+        rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
@@ -306,6 +364,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     t.v = v;
     t.rng.s = cfg->seed;
     t.cap = cfg->batch;
+    t.row_cap = w2v_row_hit_cap(alpha);
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
     t.keep = w2v_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
@@ -355,7 +414,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     w2v_progress pr;
     w2v_progress_init(&pr, log, threads);
     const double t0 = w2v_now();
-    double interval_loss = 0, epoch_loss = 0;
+    double interval_loss = 0, epoch_loss = 0, start_loss = 0; /* start: the first step's, per example */
     int64_t interval_n = 0, epoch_n = 0;
     for (int ep = 0; ep < cfg->iter; ep++) {
         if (w2v_reader_open(&t.rd, cfg->train)) {
@@ -413,6 +472,14 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 w2v_reader_close(&t.rd);
                 goto done;
             }
+            if (start_loss == 0) start_loss = l / (double)n;
+            if (l / (double)n > W2V_DIVERGED_FACTOR * start_loss) {
+                fprintf(stderr, "\nsgrad-w2v: training diverged (loss per example %g, %g at the "
+                                "start) at %.1f%%; try a lower -alpha or -batch\n", l / (double)n,
+                        start_loss, 100.0 * (double)t.tokens / (double)total);
+                w2v_reader_close(&t.rd);
+                goto done;
+            }
             interval_loss += l;
             interval_n += n;
             epoch_loss += l;
@@ -427,6 +494,11 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             }
         }
         w2v_reader_close(&t.rd);
+    }
+    if (res->steps == 0) {
+        fprintf(stderr, "sgrad-w2v: %s gave no training examples (no sentence of two "
+                        "vocabulary words)\n", cfg->train);
+        goto done;
     }
     sg_tape_reset(m.ctx);
     res->seconds = w2v_now() - t0;

@@ -1,7 +1,7 @@
 /* Corpus reader and vocabulary of sgrad-w2v.
  *
- * Invariants: a token is a maximal run of bytes other than space, tab, CR, VT, FF and
- * newline, cut to W2V_MAX_WORD - 1 bytes; a newline is a sentence end (W2V_TOK_EOL).
+ * Invariants: a token is a maximal run of bytes other than space, newline, DEL and the
+ * other control bytes (NUL included), cut to W2V_MAX_WORD - 1 bytes; a newline is a sentence end (W2V_TOK_EOL).
  * The vocabulary's hash maps each word to its index; after w2v_vocab_finalize the words
  * are in frequency order (count descending, ties by bytes ascending, so the order does not
  * depend on the corpus order) and every count is >= min_count.
@@ -50,7 +50,9 @@ static int reader_getc(w2v_reader *r)
     return r->buf[r->pos++];
 }
 
-static bool is_blank(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+/* Space and every control byte but the newline (NUL, tab, CR, DEL, ...): none can be part
+ * of a word, so no word is empty or holds a byte the vectors file cannot. */
+static bool is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }
 
 w2v_tok w2v_reader_next(w2v_reader *r, char *word)
 {

@@ -17,7 +17,16 @@
 
 #define W2V_MAX_WORD 100     /* longer words are cut to W2V_MAX_WORD - 1 bytes */
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
-#define W2V_MAX_ROW_HITS 256  /* a batch ends once a table row occurs this often in it */
+/* A batch ends once a table row occurs in it w2v_row_hit_cap(alpha) times: a step sums the
+ * updates of a row, so the summed step is bounded by about alpha * cap single steps. The
+ * bound is W2V_ROW_STEP_BOUND (skip-gram's default 0.025 x 256 hits); the cap is at most
+ * W2V_MAX_ROW_HITS and at least 1. */
+#define W2V_MAX_ROW_HITS 256
+#define W2V_ROW_STEP_BOUND 6.4
+int w2v_row_hit_cap(double alpha);
+/* Training stops as diverged once a step's loss per example exceeds this many times the
+ * first step's (or is not finite). */
+#define W2V_DIVERGED_FACTOR 10.0
 
 /* ---- random numbers: splitmix64, one stream per trainer (deterministic per seed) */
 typedef struct {
@@ -103,7 +112,7 @@ typedef enum { W2V_ENGINE_FUSED, W2V_ENGINE_GRAPH } w2v_engine;
 
 typedef struct {
     const char *train;
-    const char *output; /* NULL: no file written */
+    const char *output; /* the vectors file (main.c requires one before training) */
     int size, window, negative, iter, threads, cbow, binary, hogwild, verbose;
     int64_t min_count;
     int64_t batch; /* (input, target) examples per step */
@@ -138,9 +147,16 @@ typedef struct {
 /* 0 when cfg's per-step arrays fit W2V_MAX_STEP_SLOTS; otherwise -1 with a message naming
  * the flags printed to err. */
 int w2v_config_check(const w2v_config *cfg, FILE *err);
+/* Checks before any work that the corpus is a regular file (it is read once per epoch,
+ * which a pipe or stdin cannot be) and that the output can be written: its directory
+ * exists and is writable, the path is not a directory or other non-regular file. 0, or -1
+ * with a message printed to err. Write-time errors (a full disk) remain possible; the
+ * vectors are written atomically, so they leave an old file intact. */
+int w2v_check_paths(const w2v_config *cfg, FILE *err);
 
 /* Trains on cfg->train with vocabulary v (finalized). Progress goes to `log` (NULL:
- * silent). Returns 0, or -1 with a message printed to stderr. The model is left in *m
+ * silent). Returns 0, or -1 with a message printed to stderr: divergence, no training
+ * example at all (nothing would be learnt), a failed step. The model is left in *m
  * (free with w2v_model_free) when m is not NULL. */
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
               w2v_model *m);
