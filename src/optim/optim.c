@@ -479,15 +479,46 @@ typedef struct {
     const void *v;
 } finite_job;
 
+/* The largest |v[i]| of n values; *finite false when one of them is NaN or infinite.
+ * Works on the bit patterns (sign cleared, the largest pattern is the largest magnitude,
+ * infinities and NaNs lie above every finite one), so it is an integer max that
+ * vectorises. */
+static double abs_max_bits(sg_dtype dtype, const void *v, int64_t n, bool *finite)
+{
+    if (dtype == SG_F32) {
+        const unsigned char *p = v;
+        uint32_t m = 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, p + 4 * i, 4);
+            b &= 0x7fffffffu;
+            m = b > m ? b : m;
+        }
+        *finite = m < 0x7f800000u;
+        float f;
+        memcpy(&f, &m, 4);
+        return f;
+    }
+    const unsigned char *p = v;
+    uint64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t b;
+        memcpy(&b, p + 8 * i, 8);
+        b &= 0x7fffffffffffffffull;
+        m = b > m ? b : m;
+    }
+    *finite = m < 0x7ff0000000000000ull;
+    double d;
+    memcpy(&d, &m, 8);
+    return d;
+}
+
 static bool chunk_not_finite(void *ud, int64_t lo, int64_t hi)
 {
     const finite_job *j = ud;
-    bool bad = false;
-    SG__DISPATCH_FLOAT(j->dtype, T, {
-        const T *v = j->v;
-        for (int64_t i = lo; i < hi; i++) bad |= !isfinite(v[i]);
-    });
-    return bad;
+    bool finite;
+    abs_max_bits(j->dtype, (const unsigned char *)j->v + (size_t)lo * sg_dtype_size(j->dtype), hi - lo, &finite);
+    return !finite;
 }
 
 /* The first element of v (n of dtype) that is NaN or infinite, or -1: a parallel scan,
@@ -513,6 +544,20 @@ static int check_grad_finite(sg_optim *opt, const sg__pstate *ps, const sg_tenso
                      (long long)bad, sg__dense_at(v, bad));
 }
 
+/* True when every factored row (T)(scale * coef[k]) * x[k / per] is surely finite: coef
+ * and x are finite and the largest |scale * coef| times the largest |x| stays below the
+ * dtype's largest value. O(n + rows of x * width), not O(n * width); false only means
+ * "check every element". */
+static bool factored_surely_finite(sg_dtype dtype, int64_t width, const sg__fused_rows *r)
+{
+    bool coef_ok, x_ok;
+    double cmax = abs_max_bits(dtype, r->coef, r->n, &coef_ok);
+    double xmax = abs_max_bits(dtype, r->x, (r->n / r->per) * width, &x_ok);
+    double limit = dtype == SG_F32 ? 3.4e38 : 1.7e308;
+    double amax = cmax * (r->scale < 0 ? -r->scale : r->scale);
+    return coef_ok && x_ok && isfinite(amax) && amax * xmax < limit * 0.5;
+}
+
 /* The same for fused gradient rows r of ps: given rows, or factored rows as expand_rows
  * writes them (row k = (T)(scale * coef[k]) * x[k / per]), checked without writing them. */
 static int check_rows_finite(sg_optim *opt, const sg__pstate *ps, const sg__fused_rows *r)
@@ -525,7 +570,7 @@ static int check_rows_finite(sg_optim *opt, const sg__pstate *ps, const sg__fuse
         if (bad >= 0) {
             SG__DISPATCH_FLOAT(ps->param->dtype, T, { value = ((const T *)r->g)[bad]; });
         }
-    } else {
+    } else if (!factored_surely_finite(ps->param->dtype, width, r)) {
         SG__DISPATCH_FLOAT(ps->param->dtype, T, {
             const T *x = r->x;
             const T *coef = r->coef;

@@ -405,7 +405,8 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     const sg_lr_schedule decay = {.kind = SG_LR_CALLBACK, .fn = w2v_lr_schedule, .ud = &lr_rec};
     if (!m.in || !m.out || !opt || sg_tensor_fill_uniform(m.in, -1.0 / (double)D, 1.0 / (double)D) ||
         sg_optim_add_param(opt, m.in) || sg_optim_add_param(opt, m.out) ||
-        sg_optim_set_schedule(opt, &decay)) {
+        sg_optim_set_schedule(opt, &decay) ||
+        sg_optim_set_check_finite(opt, 1)) { /* a non-finite gradient stops the run, tables intact */
         fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
         goto done;
     }
