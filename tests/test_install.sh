@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the build given as $1 into a temporary prefix, then builds a separate program
-# against it twice: with pkg-config and with CMake's find_package(sgrad).
+# against it twice: with pkg-config and with CMake's find_package(sgrad); and runs the
+# installed programs (bin/sgrad-w2v trains on a tiny corpus, bin/sgrad-bench prints its
+# usage). In a sanitizer build the consumers are compiled with the same -fsanitize flags,
+# since the installed library then needs the sanitizer runtime.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(pwd)
+cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+san=
 if grep -q '^SGRAD_SANITIZE:BOOL=ON' "$build/CMakeCache.txt"; then
-    echo "skipped: sanitizer build (the installed library needs the sanitizer runtime)"
-    exit 77
+    san="-fsanitize=address,undefined"
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -17,9 +21,34 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 if pkg-config --libs sgrad | grep -q rpath; then
     echo "install: sgrad.pc puts an rpath into its users' links"; exit 1
 fi
-cc -std=c11 "$src/tests/install_consumer.c" -o "$tmp/with_pkgconfig" $(pkg-config --cflags --libs sgrad) -lm
+# shellcheck disable=SC2046,SC2086
+"$cc" -std=c11 $san "$src/tests/install_consumer.c" -o "$tmp/with_pkgconfig" $(pkg-config --cflags --libs sgrad) -lm
 LD_LIBRARY_PATH="$libdir" "$tmp/with_pkgconfig"
-cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer"
+
+# The programs, when the build has them (SGRAD_BUILD_TOOLS, on by default).
+if grep -q '^SGRAD_BUILD_TOOLS:BOOL=OFF' "$build/CMakeCache.txt"; then
+    echo "install: programs not built here (SGRAD_BUILD_TOOLS=OFF), not checked"
+else
+    bin=$tmp/prefix/bin
+    for p in sgrad-w2v sgrad-bench; do
+        [ -x "$bin/$p" ] || { echo "install: $bin/$p is not installed"; exit 1; }
+    done
+    # No arguments: usage on stderr and exit status 2.
+    status=0
+    "$bin/sgrad-w2v" >/dev/null 2>"$tmp/usage.txt" || status=$?
+    if [ "$status" -ne 2 ] || ! grep -q -- "-train FILE" "$tmp/usage.txt"; then
+        echo "install: bin/sgrad-w2v without arguments exited $status, stderr:"; cat "$tmp/usage.txt"; exit 1
+    fi
+    for i in 1 2 3 4 5 6 7 8; do echo "a b c d a b c d the end"; done >"$tmp/corpus.txt"
+    "$bin/sgrad-w2v" -train "$tmp/corpus.txt" -output "$tmp/v.txt" -size 8 -iter 1 -min-count 1 \
+        -threads 1 2>/dev/null
+    [ "$(head -n1 "$tmp/v.txt")" = "6 8" ] || { echo "install: bin/sgrad-w2v wrote no 6 x 8 table"; exit 1; }
+    "$bin/sgrad-bench" --help | grep -q '^usage: sgrad-bench' \
+        || { echo "install: bin/sgrad-bench --help printed no usage"; exit 1; }
+    echo "install: bin/sgrad-w2v and bin/sgrad-bench installed and run"
+fi
 echo "1 passed, 0 failed"
