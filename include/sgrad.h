@@ -487,7 +487,8 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  *
  * State: per-parameter state lives in persistent tensors (sg_optim_state) that a checkpoint
  * can save and restore with the optimizer's step count (sg_optim_steps/_set_steps). Call
- * sg_optim_flush before saving an SGD optimizer with momentum or weight decay.
+ * sg_optim_flush before saving an SGD optimizer with momentum or weight decay by hand
+ * (sg_checkpoint_save needs no flush: it keeps the lazy bookkeeping).
  *
  * Lifetime: a parameter belongs to at most one optimizer. Free the optimizer with
  * sg_optim_free before its context and before freeing any of its parameters.

@@ -115,8 +115,9 @@ static int64_t lagging_rows(const sg__pstate *ps)
     return k;
 }
 
-/* The entries for params (and optim's state); `saving`: the lazy-SGD sizes (lagging rows,
- * runs) come from the optimizer, else they are left for the file to give. */
+/* The entries for params and optim's state, in file order. The first dimension of the
+ * lazy-SGD entries (rows behind, learning-rate runs) is the optimizer's now: a save writes
+ * it, a load takes the file's instead (match). */
 static int plan_entries(sg_ctx *ctx, sg_tensor *const *params, int64_t n, const char *const *names,
                         sg_optim *optim, entries *es)
 {
@@ -1044,7 +1045,7 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
         if (e->src == SRC_STATE) {
             const char *sn = ps->state_name[e->state];
             int64_t n = entry_numel(e);
-            if (!strcmp(sn, "step") && rd_i64(d, 0) > steps)
+            if (!strcmp(sn, "step") && (rd_i64(d, 0) < 0 || rd_i64(d, 0) > steps))
                 rc = sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: %s beyond the optimizer's steps", e->name);
             if (!strcmp(sn, "last_step") || !strcmp(sn, "row_step")) {
                 int64_t s = 0;
