@@ -1,7 +1,7 @@
 /* sgrad: reverse-mode automatic differentiation with first-class sparse gradients.
  *
  * One public header, in sections: status codes, context, tensors, sparse tensors,
- * autograd, dense ops, sparse ops, gradcheck, optimizers.
+ * autograd, dense ops, sparse ops, gradcheck, optimizers, io (word vectors, checkpoints).
  *
  * Conventions (they hold for every function below unless its comment says otherwise):
  * - Shapes are written (A,B,...) and are row-major and contiguous.
@@ -500,7 +500,8 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  *
  * State: per-parameter state lives in persistent tensors (sg_optim_state) that a checkpoint
  * can save and restore with the optimizer's step count (sg_optim_steps/_set_steps). Call
- * sg_optim_flush before saving an SGD optimizer with momentum or weight decay.
+ * sg_optim_flush before saving an SGD optimizer with momentum or weight decay by hand
+ * (sg_checkpoint_save needs no flush: it keeps the lazy bookkeeping).
  *
  * Lifetime: a parameter belongs to at most one optimizer. Freeing a parameter
  * (sg_tensor_free) unregisters it from its optimizer; sg_ctx_free frees the optimizers
@@ -703,6 +704,81 @@ SG_API const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
 SG_API sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv);
 /* Row of `word`, or -1 if it is absent. O(1) on average (hash table). */
 SG_API int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
+
+/* ---------------------------------------------------------------- io: checkpoints */
+/* A checkpoint is a safetensors file (readable by the safetensors packages and by a few
+ * lines of numpy, see README "Checkpoints"): an 8-byte little-endian header length N, N
+ * bytes of JSON (padded with spaces so the data starts 8-byte aligned) naming each tensor's
+ * dtype ("F32", "F64", "I32", "I64"), shape and data_offsets [begin, end) within the data
+ * section, plus "__metadata__" (a string map); then the tensors' raw little-endian bytes in
+ * header order. It holds:
+ * - every parameter under the name the caller gives, with its current values (rows that
+ *   exact lazy SGD has left behind are written caught up, as sg_optim_flush would make
+ *   them, without changing the optimizer);
+ * - with an optimizer, "optim/<name>/<state>" for each of the parameter's sg_optim_state
+ *   tensors; for exact lazy SGD also "optim/<name>/lagging_rows" (k) int64, the rows still
+ *   behind, ascending, with their raw values "optim/<name>/lagging_param" (k, ...) (and
+ *   "optim/<name>/lagging_momentum_buffer" with momentum), and the learning-rate history
+ *   "optim/<name>/lr_run_start" (n) int64 / "optim/<name>/lr_run_lr" (n) f64. Those pairs
+ *   of row indices and row values are the only sparse data in a checkpoint;
+ * - metadata: the user's string pairs, and the library's keys, all starting "sgrad.": the
+ *   format version, an FNV-1a 64-bit checksum of the data section, the context's random
+ *   generator state, and with an optimizer its kind, step count, base learning rate,
+ *   hyperparameters and schedule (kind, steps, end_factor; a callback is not saved).
+ * Resuming is exact: in deterministic mode, N steps, a save, a load into a fresh context
+ * with fresh tensors and a fresh optimizer, and M more steps give bitwise the parameters of
+ * N + M steps without a stop (the save does not flush; it keeps the lazy bookkeeping).
+ * Files are little-endian: on a big-endian host save and load fail with SG_ERR_STATE. */
+
+/* User metadata: n (key, value) pairs of C strings, borrowed. Keys are non-empty, unique
+ * and do not start with "sgrad." (the library's). */
+typedef struct {
+    int64_t n;
+    const char *const *keys;
+    const char *const *values;
+} sg_checkpoint_meta;
+
+/* Saves params[0..n_params) (persistent or tape tensors, dense, any dtype) under
+ * names[i], optim's state (optim may be NULL; every parameter of optim must be among
+ * params) and meta (may be NULL) to path, atomically: a temporary file beside path is
+ * written, fsynced and renamed over it, so path holds the previous file or the whole new
+ * one, whatever happens (a process killed mid-save may leave a stray "path.tmp-*" file).
+ * Names are non-empty, unique, not "__metadata__" and not starting with "optim/". Changes
+ * nothing in memory. Errors (recorded on ctx, checked before the file is opened):
+ * SG_ERR_NULL, SG_ERR_ARG (a bad or duplicate name or key, n_params < 0, an optimizer
+ * parameter missing from params, tensors of another context), SG_ERR_LAYOUT (a COO
+ * tensor), then SG_ERR_IO (path unwritable, a write failed: path untouched), SG_ERR_NOMEM. */
+SG_API int sg_checkpoint_save(sg_ctx *ctx, const char *path, sg_tensor *const *params,
+                              int64_t n_params, const char *const *names, sg_optim *optim,
+                              const sg_checkpoint_meta *meta);
+
+/* Restores a checkpoint into existing tensors: params[i] (dense, the dtype and shape saved
+ * under names[i]) gets the saved values; optim (may be NULL) must be of the saved kind with
+ * the same hyperparameters and exactly the saved parameters registered (the same names in
+ * params); it gets its state, step count, base learning rate and schedule back (a saved
+ * callback schedule needs optim to have a callback schedule already; it is kept). The
+ * context's random generator state is restored too. With optim NULL the file's optimizer
+ * state is ignored (a load for inference); any other tensor in the file that is not among
+ * names, or a name missing from the file, is an error. Everything (JSON, offsets,
+ * checksum, names, dtypes, shapes, optimizer state ranges) is checked before anything is
+ * written: on error nothing changes. meta_out (may be NULL) receives the user metadata,
+ * owned by the caller until sg_checkpoint_meta_free(ctx, meta_out).
+ * Errors: SG_ERR_NULL, SG_ERR_ARG (names as for save), SG_ERR_LAYOUT, SG_ERR_IO (cannot
+ * open or read), SG_ERR_FORMAT (not a valid sgrad safetensors file: bad JSON, a header
+ * longer than the file, offsets that overlap or leave gaps, a size that disagrees with
+ * dtype and shape, a checksum mismatch; the message says which), SG_ERR_DTYPE /
+ * SG_ERR_SHAPE (a tensor saved with another dtype / shape), SG_ERR_STATE (a name missing
+ * from the file or an extra tensor in it, an optimizer of another kind, other
+ * hyperparameters or other parameters), SG_ERR_NOMEM. Memory: the file's size plus its
+ * header's, however large the header claims the tensors are. */
+SG_API int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params,
+                              int64_t n_params, const char *const *names, sg_optim *optim,
+                              sg_checkpoint_meta *meta_out);
+
+/* The value of key in meta, or NULL if absent (or meta NULL). O(n). */
+SG_API const char *sg_checkpoint_meta_get(const sg_checkpoint_meta *meta, const char *key);
+/* Frees metadata filled by sg_checkpoint_load and sets it to empty. NULL: no-op. */
+SG_API void sg_checkpoint_meta_free(sg_ctx *ctx, sg_checkpoint_meta *meta);
 
 #ifdef __cplusplus
 }

@@ -142,6 +142,12 @@ void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);
 
+/* Row r of exact lazy SGD parameter ps as of its step *ps->step (zero gradients over the
+ * steps it is behind, exactly as sg_optim_flush computes them), written to w (width
+ * elements of the parameter's dtype) and, with momentum, its momentum row to v (else v is
+ * unused); the optimizer is not changed. For saving a checkpoint. */
+void sg__sgd_row_current(const sg_optim *opt, const sg__pstate *ps, int64_t r, void *w, void *v);
+
 /* One kernel call's job, handed to its chunk function through sg__parallel_for: the
  * update of parameter ps at step s with learning rate lr and gradient g; rg: the grouped
  * rows for a row kernel, NULL for a dense one. Chunks are elements (dense kernels, grain

@@ -133,25 +133,32 @@ static void catchup_matrix(const sg_optim *opt, const sg__pstate *ps, int64_t a,
 
 /* ---- kernels */
 
-/* Brings row r from last[r] to step `to` (zero gradients), in place. */
-#define SGD_CATCHUP_ROW(T, opt, ps, w, v, r, to)                                           \
+/* Brings the row at wr_ (and its momentum row vr_, NULL without momentum), last brought to
+ * step `from`, to step `to` (zero gradients), in place. */
+#define SGD_CATCHUP_ROW_AT(T, opt, ps, wr_, vr_, from, to)                                 \
     do {                                                                                   \
-        int64_t a_ = (ps)->last[r] + 1;                                                    \
+        int64_t a_ = (from) + 1;                                                           \
         if (a_ <= (to)) {                                                                  \
             double P[4];                                                                   \
             catchup_matrix(opt, ps, a_, to, P);                                            \
-            T *wr_ = (w) + (r) * (ps)->width;                                              \
-            if (v) {                                                                       \
-                T *vr_ = (v) + (r) * (ps)->width;                                          \
+            if (vr_) {                                                                     \
                 for (int64_t j = 0; j < (ps)->width; j++) {                                \
-                    double w0 = wr_[j], v0 = vr_[j];                                       \
-                    wr_[j] = (T)(P[0] * w0 + P[1] * v0);                                   \
-                    vr_[j] = (T)(P[2] * w0 + P[3] * v0);                                   \
+                    double w0 = (wr_)[j], v0 = (vr_)[j];                                   \
+                    (wr_)[j] = (T)(P[0] * w0 + P[1] * v0);                                 \
+                    (vr_)[j] = (T)(P[2] * w0 + P[3] * v0);                                 \
                 }                                                                          \
             } else {                                                                       \
-                for (int64_t j = 0; j < (ps)->width; j++) wr_[j] = (T)(P[0] * wr_[j]);     \
+                for (int64_t j = 0; j < (ps)->width; j++) (wr_)[j] = (T)(P[0] * (wr_)[j]); \
             }                                                                              \
         }                                                                                  \
+    } while (0)
+
+/* Brings row r of w (and v) from last[r] to step `to`, in place. */
+#define SGD_CATCHUP_ROW(T, opt, ps, w, v, r, to)                                           \
+    do {                                                                                   \
+        T *rw_ = (w) + (r) * (ps)->width;                                                  \
+        T *rv_ = (v) ? (v) + (r) * (ps)->width : NULL;                                     \
+        SGD_CATCHUP_ROW_AT(T, opt, ps, rw_, rv_, (ps)->last[r], to);                       \
     } while (0)
 
 /* One step of elements [0, len) with gradient gp: the dense optimizer's arithmetic. */
@@ -329,6 +336,20 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
     } else {
         ps->lagging = true;
     }
+}
+
+void sg__sgd_row_current(const sg_optim *opt, const sg__pstate *ps, int64_t r, void *w, void *v)
+{
+    const int64_t width = ps->width;
+    const bool momentum = opt->o.sgd.momentum != 0;
+    const size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    memcpy(w, (const char *)ps->param->data + (size_t)r * rowbytes, rowbytes);
+    if (momentum) memcpy(v, (const char *)ps->state[1]->data + (size_t)r * rowbytes, rowbytes);
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *wr = w;
+        T *vr = momentum ? v : NULL;
+        SGD_CATCHUP_ROW_AT(T, opt, ps, wr, vr, ps->last[r], *ps->step);
+    });
 }
 
 /* Elements [lo, hi) of a plain SGD step. */
