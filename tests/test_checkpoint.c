@@ -544,6 +544,53 @@ TEST(bad_save_arguments)
     free_model(&m);
 }
 
+/* Every allocation of a save and of a load failing in turn: an error (out of memory),
+ * no leak (ASan), and on a failed load nothing changed. */
+TEST(allocation_failures_handled)
+{
+    const char *path = tu_tmp_path("ckpt_oom");
+    tu_counting c = {0, 0};
+    sg_ctx_opts co = {{tu_count_alloc, tu_count_free, &c}, 1, 0, 5, NULL, NULL};
+    model m = {sg_ctx_new(&co), NULL, NULL, NULL, NULL, 0};
+    int64_t sw[2] = {V, D}, sm[2] = {D, K}, sb[1] = {K};
+    m.W = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, sw), 1);
+    m.M = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, sm), 1);
+    m.b = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 1, sb), 1);
+    sg_tensor_fill_uniform(m.W, -1, 1);
+    m.opt = make_optim(m.ctx, OPT_SGD);
+    sg_optim_add_param(m.opt, m.W);
+    sg_optim_add_param(m.opt, m.M);
+    sg_optim_add_param(m.opt, m.b);
+    CHECK(!train(&m, 0, 5));
+    const char *mk[1] = {"k"}, *mv[1] = {"v"};
+    sg_checkpoint_meta meta = {1, mk, mv}, got = {0, NULL, NULL};
+    int saves = 0, loads = 0;
+    for (long k = 1;; k++) {
+        c.fail_at = c.calls + k;
+        int rc = sg_checkpoint_save(m.ctx, path, params_of(&m), 3, names, m.opt, &meta);
+        c.fail_at = 0;
+        if (rc == SG_OK) break;
+        CHECK(rc == SG_ERR_NOMEM);
+        saves++;
+    }
+    float w0 = sg_tensor_f32(m.W)[0];
+    for (long k = 1;; k++) {
+        sg_tensor_f32(m.W)[0] = 42;
+        c.fail_at = c.calls + k;
+        int rc = sg_checkpoint_load(m.ctx, path, params_of(&m), 3, names, m.opt, &got);
+        c.fail_at = 0;
+        if (rc == SG_OK) break;
+        CHECK(rc == SG_ERR_NOMEM && sg_tensor_f32(m.W)[0] == 42);
+        loads++;
+    }
+    CHECK(sg_tensor_f32(m.W)[0] == w0 && got.n == 1);
+    CHECK(saves > 3 && loads > 3);
+    printf("  %d failing allocations in a save, %d in a load, all handled\n", saves, loads);
+    sg_checkpoint_meta_free(m.ctx, &got);
+    free_model(&m);
+    remove(path);
+}
+
 /* ---------------------------------------------------------------- atomic saves */
 
 typedef struct {

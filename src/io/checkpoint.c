@@ -498,7 +498,7 @@ static void header_json(strbuf *b, const entries *es, sg_ctx *ctx, const sg_opti
         off += bytes;
     }
     sb_str(b, "}");
-    while (b->n % 8) sb_put(b, " ", 1); /* the data starts at 8 + n: 8-byte aligned */
+    while (b->n % 8 && !b->nomem) sb_put(b, " ", 1); /* the data starts at 8 + n: 8-byte aligned */
 }
 
 int sg_checkpoint_save(sg_ctx *ctx, const char *path, sg_tensor *const *params, int64_t n_params,
