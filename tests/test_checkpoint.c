@@ -69,7 +69,7 @@ static sg_optim *make_optim(sg_ctx *ctx, opt_kind k)
 
 static model make_model(opt_kind k, uint64_t seed)
 {
-    sg_ctx_opts co = {{NULL, NULL, NULL}, 2, 0, seed, NULL, NULL};
+    sg_ctx_opts co = {.threads = 2, .seed = seed};
     model m = {sg_ctx_new(&co), NULL, NULL, NULL, NULL, k == OPT_SGD_FUSED};
     int64_t sw[2] = {V, D}, sm[2] = {D, K}, sb[1] = {K};
     m.W = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, sw), 1);
@@ -550,7 +550,7 @@ TEST(allocation_failures_handled)
 {
     const char *path = tu_tmp_path("ckpt_oom");
     tu_counting c = {0, 0};
-    sg_ctx_opts co = {{tu_count_alloc, tu_count_free, &c}, 1, 0, 5, NULL, NULL};
+    sg_ctx_opts co = {.allocator = {tu_count_alloc, tu_count_free, &c}, .threads = 1, .seed = 5};
     model m = {sg_ctx_new(&co), NULL, NULL, NULL, NULL, 0};
     int64_t sw[2] = {V, D}, sm[2] = {D, K}, sb[1] = {K};
     m.W = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, sw), 1);
@@ -593,36 +593,6 @@ TEST(allocation_failures_handled)
 
 /* ---------------------------------------------------------------- atomic saves */
 
-typedef struct {
-    long budget; /* bytes let through before failing; < 0: no limit */
-    int err;
-} fault;
-
-static long faulty_write(void *ud, int fd, const void *buf, size_t n)
-{
-    fault *f = ud;
-    if (f->budget >= 0) {
-        if (f->budget == 0) {
-            errno = f->err;
-            return -1;
-        }
-        if (n > (size_t)f->budget) n = (size_t)f->budget;
-        f->budget -= (long)n;
-    }
-    return (long)write(fd, buf, n);
-}
-
-static int stray_temporaries(const char *base)
-{
-    const char *name = strrchr(base, '/') + 1;
-    DIR *d = opendir("/tmp");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (!strncmp(e->d_name, name, strlen(name)) && strstr(e->d_name, ".tmp-")) n++;
-    if (d) closedir(d);
-    return n;
-}
-
 static void remove_strays(const char *base)
 {
     const char *name = strrchr(base, '/') + 1;
@@ -639,8 +609,8 @@ static void remove_strays(const char *base)
 TEST(save_cut_off_at_many_offsets_keeps_the_previous_checkpoint)
 {
     const char *path = tu_tmp_path("ckpt_cut");
-    fault f = {-1, ENOSPC};
-    sg_ctx_opts co = {{NULL, NULL, NULL}, 1, 0, 5, faulty_write, &f};
+    tu_fault f = {-1, ENOSPC, 0};
+    sg_ctx_opts co = {.threads = 1, .seed = 5, .write = tu_faulty_write, .write_ud = &f};
     sg_ctx *ctx = sg_ctx_new(&co);
     int64_t sh[2] = {64, 33};
     sg_tensor *x = sg_tensor_new(ctx, SG_F64, 2, sh), *y = sg_tensor_new(ctx, SG_F64, 2, sh);
@@ -659,7 +629,7 @@ TEST(save_cut_off_at_many_offsets_keeps_the_previous_checkpoint)
         sg_tensor *z = sg_tensor_new(ctx, SG_F64, 2, sh);
         int lrc = sg_checkpoint_load(ctx, path, &z, 1, nm, NULL, NULL);
         trials++;
-        kept += rc == SG_ERR_IO && lrc == SG_OK && same_bits(z, y) && stray_temporaries(path) == 0;
+        kept += rc == SG_ERR_IO && lrc == SG_OK && same_bits(z, y) && tu_stray_temporaries(path) == 0;
         sg_tensor_free(z);
     }
     CHECK(kept == trials);
@@ -709,7 +679,7 @@ static long notifying_write(void *ud, int fd, const void *buf, size_t n)
 static void child_save(const char *path, long after, int pipe_fd)
 {
     notify w = {after, 0, pipe_fd};
-    sg_ctx_opts co = {{NULL, NULL, NULL}, 1, 0, 5, notifying_write, &w};
+    sg_ctx_opts co = {.threads = 1, .seed = 5, .write = notifying_write, .write_ud = &w};
     sg_ctx *ctx = sg_ctx_new(&co);
     int64_t sh[1] = {BIG};
     sg_tensor *t = sg_tensor_new(ctx, SG_F32, 1, sh);
@@ -726,7 +696,7 @@ static void child_save(const char *path, long after, int pipe_fd)
 TEST(kill_9_during_a_large_save_keeps_the_previous_checkpoint)
 {
     const char *path = tu_tmp_path("ckpt_kill");
-    sg_ctx_opts co = {{NULL, NULL, NULL}, 1, 0, 5, NULL, NULL};
+    sg_ctx_opts co = {.threads = 1, .seed = 5};
     sg_ctx *ctx = sg_ctx_new(&co);
     int64_t sh[1] = {BIG};
     sg_tensor *t = sg_tensor_new(ctx, SG_F32, 1, sh);

@@ -6,53 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "io/io.h"
 
-#include <dirent.h>
-#include <errno.h>
-
 #include "testutil.h"
-
-typedef struct {
-    long budget; /* bytes the hook lets through before failing; < 0: no limit */
-    int err;     /* errno of the failure */
-    long chunk;  /* > 0: at most this many bytes a call (short writes) */
-} fault;
-
-static long faulty_write(void *ud, int fd, const void *buf, size_t n)
-{
-    fault *f = ud;
-    if (f->chunk > 0 && n > (size_t)f->chunk) n = (size_t)f->chunk;
-    if (f->budget >= 0) {
-        if (f->budget == 0) {
-            errno = f->err;
-            return -1;
-        }
-        if (n > (size_t)f->budget) n = (size_t)f->budget;
-        f->budget -= (long)n;
-    }
-    return (long)write(fd, buf, n);
-}
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *b = malloc(1 << 20);
-    *n = fread(b, 1, 1 << 20, f);
-    fclose(f);
-    return b;
-}
-
-/* Files in /tmp whose name starts with base's file name and contains ".tmp-". */
-static int stray_temporaries(const char *base)
-{
-    const char *name = strrchr(base, '/') + 1;
-    DIR *d = opendir("/tmp");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (!strncmp(e->d_name, name, strlen(name)) && strstr(e->d_name, ".tmp-")) n++;
-    if (d) closedir(d);
-    return n;
-}
 
 /* Saves n bytes of pattern seed to path through ctx, writing in pieces of 1000. */
 static int save(sg_ctx *ctx, const char *path, size_t n, int seed)
@@ -88,7 +42,7 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
     sg_ctx *plain = sg_ctx_new(NULL);
     CHECK_STATUS(plain, save(plain, path, old_n, 1), SG_OK);
     size_t n = 0;
-    unsigned char *b = slurp(path, &n);
+    unsigned char *b = tu_slurp(path, &n);
     CHECK(b && same_pattern(b, n, old_n, 1));
     free(b);
 
@@ -96,12 +50,12 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
     const int errs[3] = {ENOSPC, EIO, EFBIG};
     int trials = 0, kept = 0;
     for (long k = 0, cut = 0; cut <= (long)new_n; k++, cut = k * 4999 < (long)new_n ? k * 4999 : (long)new_n) {
-        fault f = {cut, errs[trials % 3], 0};
-        sg_ctx_opts co = {.write = faulty_write, .write_ud = &f};
+        tu_fault f = {cut, errs[trials % 3], 0};
+        sg_ctx_opts co = {.write = tu_faulty_write, .write_ud = &f};
         sg_ctx *ctx = sg_ctx_new(&co);
         int rc = save(ctx, path, new_n, 2);
         trials++;
-        b = slurp(path, &n);
+        b = tu_slurp(path, &n);
         if (cut < (long)new_n) {
             CHECK(rc == SG_ERR_IO && strstr(sg_ctx_message(ctx), path));
             kept += b && same_pattern(b, n, old_n, 1);
@@ -110,7 +64,7 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
             CHECK(b && same_pattern(b, n, new_n, 2));
         }
         free(b);
-        CHECK(stray_temporaries(path) == 0);
+        CHECK(tu_stray_temporaries(path) == 0);
         CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == 0);
         sg_ctx_free(ctx);
         if (cut == (long)new_n) break; /* the last trial: exactly new_n */
@@ -118,11 +72,11 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
     CHECK(kept == trials - 1);
 
     /* short writes are resumed, not errors */
-    fault f = {-1, 0, 7};
-    sg_ctx_opts co = {.write = faulty_write, .write_ud = &f};
+    tu_fault f = {-1, 0, 7};
+    sg_ctx_opts co = {.write = tu_faulty_write, .write_ud = &f};
     sg_ctx *ctx = sg_ctx_new(&co);
     CHECK_STATUS(ctx, save(ctx, path, new_n, 3), SG_OK);
-    b = slurp(path, &n);
+    b = tu_slurp(path, &n);
     CHECK(b && same_pattern(b, n, new_n, 3));
     free(b);
     sg_ctx_free(ctx);
@@ -132,10 +86,10 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
     CHECK_STATUS(plain, sg__out_open(plain, path, &o), SG_OK);
     CHECK_STATUS(plain, sg__out_write(&o, "xyz", 3), SG_OK);
     sg__out_abort(&o);
-    b = slurp(path, &n);
+    b = tu_slurp(path, &n);
     CHECK(b && same_pattern(b, n, new_n, 3));
     free(b);
-    CHECK(stray_temporaries(path) == 0);
+    CHECK(tu_stray_temporaries(path) == 0);
     unlink(path);
     sg_ctx_free(plain);
 }

@@ -15,40 +15,13 @@
 #include <stdbool.h>
 #include <unistd.h>
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    *n = 0;
-    if (!f) return NULL;
-    size_t cap = 1 << 16;
-    unsigned char *b = malloc(cap);
-    for (size_t k; (k = fread(b + *n, 1, cap - *n, f)) > 0;) {
-        *n += k;
-        if (*n == cap) b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    return b;
-}
-
 static bool same_file(const char *path, const unsigned char *want, size_t n)
 {
     size_t got_n;
-    unsigned char *got = slurp(path, &got_n);
+    unsigned char *got = tu_slurp(path, &got_n);
     bool same = got && got_n == n && memcmp(got, want, n) == 0;
     free(got);
     return same;
-}
-
-/* Files in /tmp that start with base's file name and contain ".tmp-". */
-static int stray_temporaries(const char *base)
-{
-    const char *name = strrchr(base, '/') + 1;
-    DIR *d = opendir("/tmp");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (!strncmp(e->d_name, name, strlen(name)) && strstr(e->d_name, ".tmp-")) n++;
-    if (d) closedir(d);
-    return n;
 }
 
 /* A random finite f32 from random bits: subnormals, -0 and extreme exponents included. */
@@ -162,7 +135,7 @@ static void expect_refused(sg_ctx *ctx, int64_t V, int64_t D, const float *x, co
         CHECK_STATUS(ctx, sg_wordvec_write(p, t, w, binary), want);
         CHECK(same_file(p, (const unsigned char *)good, strlen(good)));
     }
-    CHECK(stray_temporaries(p) == 0);
+    CHECK(tu_stray_temporaries(p) == 0);
     sg_tensor_free(t);
     sg_ctx_clear_error(ctx);
     remove(p);
@@ -282,29 +255,10 @@ TEST(sparse_file_with_a_huge_header_allocates_little)
     sg_ctx_free(ctx);
 }
 
-typedef struct {
-    long budget; /* bytes let through before failing; < 0: no limit */
-    int err;
-} cutoff;
-
-static long cut_write(void *ud, int fd, const void *buf, size_t n)
-{
-    cutoff *c = ud;
-    if (c->budget >= 0) {
-        if (c->budget == 0) {
-            errno = c->err;
-            return -1;
-        }
-        if (n > (size_t)c->budget) n = (size_t)c->budget;
-        c->budget -= (long)n;
-    }
-    return (long)write(fd, buf, n);
-}
-
 TEST(write_cut_off_at_any_byte_keeps_the_previous_file)
 {
-    cutoff c = {-1, ENOSPC};
-    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.write = cut_write, .write_ud = &c});
+    tu_fault c = {-1, ENOSPC, 0};
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.write = tu_faulty_write, .write_ud = &c});
     const char *p = tu_tmp_path("wv_contract_cut");
     /* the previous file: 300 words of 50 values (binary, about 60 KB; text, about 200 KB,
      * more than the writer's 64 KB buffer, so writes happen mid-table) */
@@ -327,7 +281,7 @@ TEST(write_cut_off_at_any_byte_keeps_the_previous_file)
         c.budget = -1;
         CHECK_STATUS(ctx, sg_wordvec_write(q, t, wp, binary), SG_OK);
         size_t full_n;
-        unsigned char *full = slurp(q, &full_n);
+        unsigned char *full = tu_slurp(q, &full_n);
         remove(q);
         const int errs[3] = {ENOSPC, EIO, EFBIG};
         for (int k = 0; k <= 40; k++) {
@@ -341,7 +295,7 @@ TEST(write_cut_off_at_any_byte_keeps_the_previous_file)
             CHECK(same);
             kept += same && rc == SG_ERR_IO;
         }
-        CHECK(stray_temporaries(p) == 0);
+        CHECK(tu_stray_temporaries(p) == 0);
         /* unlimited: the new file replaces the old one whole */
         c.budget = -1;
         CHECK_STATUS(ctx, sg_wordvec_write(p, t, wp, binary), SG_OK);

@@ -141,6 +141,63 @@ static inline void tu_write_bytes(const char *path, const void *data, size_t n)
     fwrite(data, 1, n, f);
     fclose(f);
 }
+/* ---- files: reading back, fault injection through the context's write hook, strays */
+#include <dirent.h>
+#include <errno.h>
+
+/* The whole file as a malloc'd buffer (*n bytes; the caller frees it), NULL if it cannot
+ * be opened. */
+static inline unsigned char *tu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    *n = 0;
+    if (!f) return NULL;
+    size_t cap = 1 << 16;
+    unsigned char *b = malloc(cap);
+    for (size_t k; b && (k = fread(b + *n, 1, cap - *n, f)) > 0;) {
+        *n += k;
+        if (*n == cap) b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    return b;
+}
+
+/* A write hook (sg_ctx_opts.write) that lets `budget` bytes through and then fails with
+ * errno `err` (budget < 0: no limit), and passes at most `chunk` bytes a call when chunk
+ * > 0 (short writes). */
+typedef struct {
+    long budget;
+    int err;
+    long chunk;
+} tu_fault;
+
+static inline long tu_faulty_write(void *ud, int fd, const void *buf, size_t n)
+{
+    tu_fault *f = ud;
+    if (f->chunk > 0 && n > (size_t)f->chunk) n = (size_t)f->chunk;
+    if (f->budget >= 0) {
+        if (f->budget == 0) {
+            errno = f->err;
+            return -1;
+        }
+        if (n > (size_t)f->budget) n = (size_t)f->budget;
+        f->budget -= (long)n;
+    }
+    return (long)write(fd, buf, n);
+}
+
+/* Files in /tmp whose names start with base's file name and contain ".tmp-": temporary
+ * files an atomic save left behind. */
+static inline int tu_stray_temporaries(const char *base)
+{
+    const char *name = strrchr(base, '/') + 1;
+    DIR *d = opendir("/tmp");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, name, strlen(name)) && strstr(e->d_name, ".tmp-")) n++;
+    if (d) closedir(d);
+    return n;
+}
 #endif
 
 #define TEST(name)                                                               \
