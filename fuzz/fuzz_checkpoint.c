@@ -2,7 +2,8 @@
  * "w" and a (4) f64 vector "b" held by an SGD optimizer with momentum), with and without
  * the optimizer. Beyond memory safety, leaks and undefined behaviour: a load either
  * succeeds or fails with an error status and message and changes nothing (the tensors'
- * values and the optimizer's step count are as before). */
+ * values and the optimizer's step count are as before). sg_checkpoint_read_meta of the
+ * same input must succeed whenever a load does. */
 #include "fuzz_input.h"
 
 #include <string.h>
@@ -42,5 +43,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_input_file(data, size);
     load_and_check(path, 1);
     load_and_check(path, 0);
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    FUZZ_REQUIRE(ctx);
+    sg_checkpoint_meta meta = {0, NULL, NULL};
+    int rc = sg_checkpoint_read_meta(ctx, path, &meta);
+    FUZZ_REQUIRE(rc == SG_OK ? 1 : meta.n == 0 && sg_ctx_message(ctx)[0]);
+    for (int64_t i = 0; i < meta.n; i++) FUZZ_REQUIRE(meta.keys[i] && meta.values[i]);
+    sg_checkpoint_meta_free(ctx, &meta);
+    sg_ctx_free(ctx);
     return 0;
 }

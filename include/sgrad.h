@@ -775,6 +775,14 @@ SG_API int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *p
                               int64_t n_params, const char *const *names, sg_optim *optim,
                               sg_checkpoint_meta *meta_out);
 
+/* Reads only the user metadata of a checkpoint into meta_out (freed with
+ * sg_checkpoint_meta_free), after the same checks of the file as sg_checkpoint_load
+ * (header, offsets, checksum, format version): so a program can see what a checkpoint was
+ * made from before it builds the tensors to load it into. Changes nothing else (the random
+ * generator state is not restored). Errors: SG_ERR_NULL, SG_ERR_IO, SG_ERR_FORMAT,
+ * SG_ERR_NOMEM. */
+SG_API int sg_checkpoint_read_meta(sg_ctx *ctx, const char *path, sg_checkpoint_meta *meta_out);
+
 /* The value of key in meta, or NULL if absent (or meta NULL). O(n). */
 SG_API const char *sg_checkpoint_meta_get(const sg_checkpoint_meta *meta, const char *key);
 /* Frees metadata filled by sg_checkpoint_load and sets it to empty. NULL: no-op. */

@@ -171,6 +171,14 @@ static void check_resume(opt_kind k)
 
     /* fresh context (another seed, so another generator state and other initial values) */
     model resumed = make_model(k, 99);
+    /* the metadata alone, read first as a program does to decide what to build */
+    sg_checkpoint_meta peek = {0, NULL, NULL};
+    const uint64_t rng_before = sg_rand_u64(resumed.ctx);
+    CHECK_STATUS(resumed.ctx, sg_checkpoint_read_meta(resumed.ctx, path, &peek), SG_OK);
+    CHECK(peek.n == 2 && sg_checkpoint_meta_get(&peek, "note") && !strcmp(sg_checkpoint_meta_get(&peek, "note"), mv[1]));
+    CHECK(sg_checkpoint_meta_get(&peek, "sgrad.checksum") == NULL);
+    sg_checkpoint_meta_free(resumed.ctx, &peek);
+    CHECK(sg_rand_u64(resumed.ctx) != rng_before); /* the generator went on: read_meta restored nothing */
     CHECK(!same_model(&resumed, &first));
     sg_checkpoint_meta got = {0, NULL, NULL};
     CHECK_STATUS(resumed.ctx, sg_checkpoint_load(resumed.ctx, path, params_of(&resumed), 3, names, resumed.opt, &got),
@@ -322,6 +330,8 @@ TEST(every_truncation_refused)
     for (long len = 0; len < n; len++) {
         tu_write_bytes(bad, b, (size_t)len);
         int rc = load_unchanged(&t, &ref, bad);
+        sg_checkpoint_meta peek = {0, NULL, NULL};
+        CHECK(sg_checkpoint_read_meta(t.ctx, bad, &peek) == SG_ERR_FORMAT && peek.n == 0);
         refused += rc == SG_ERR_FORMAT;
     }
     CHECK(refused == n);
@@ -348,6 +358,8 @@ TEST(flipped_bytes)
         b[i] ^= 0x10;
         tu_write_bytes(bad, b, (size_t)n);
         data_refused += load_unchanged(&t, &ref, bad) == SG_ERR_FORMAT;
+        sg_checkpoint_meta peek = {0, NULL, NULL};
+        CHECK(sg_checkpoint_read_meta(t.ctx, bad, &peek) == SG_ERR_FORMAT); /* the checksum there too */
         b[i] ^= 0x10;
     }
     CHECK(data_refused == n - 8 - h);

@@ -981,9 +981,10 @@ static int parse_rng(const char *s, uint64_t rng[4])
 }
 
 /* Validation and commit of a header already read (r) over data[0..data_len). */
-static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len,
-                   sg_tensor *const *params, int64_t n_params, const char *const *names,
-                   sg_optim *optim, sg_checkpoint_meta *meta_out)
+/* Checks what every load needs, whatever it restores: the offsets tile the data section,
+ * the checksum and format version match, the RNG state parses (into rng), no name repeats.
+ * Leaves r's tensors sorted by name. */
+static int verify(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len, uint64_t rng[4])
 {
     /* offsets: sorted by begin they must tile [0, data_len) exactly */
     qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_begin);
@@ -1006,17 +1007,59 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
     if (!ver || strcmp(ver, FORMAT_VERSION))
         return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: format version %s (this library reads %s)",
                          ver ? ver : "missing", FORMAT_VERSION);
-    uint64_t rng[4];
     if (parse_rng(meta_of(r, "sgrad.rng"), rng)) return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: bad sgrad.rng");
     qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_name);
     for (int64_t i = 1; i < r->nt; i++)
         if (!strcmp(r->t[i - 1].name, r->t[i].name))
             return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: tensor \"%s\" appears twice", r->t[i].name);
+    return SG_OK;
+}
 
+/* The user metadata (keys not starting "sgrad.") as one sg__malloc'd block: n pointers to
+ * keys, n to values, a NULL, then the strings. NULL on out of memory. */
+static char **user_meta_alloc(sg_ctx *ctx, const reader *r, int64_t *n_out)
+{
+    int64_t nu = 0;
+    size_t ubytes = 0;
+    for (int64_t i = 0; i < r->nm; i++)
+        if (strncmp(r->m[i].key, "sgrad.", 6)) {
+            nu++;
+            ubytes += strlen(r->m[i].key) + strlen(r->m[i].value) + 2;
+        }
+    *n_out = nu;
+    return sg__malloc(ctx, (size_t)(2 * nu + 1) * sizeof(char *) + ubytes);
+}
+
+/* Fills a block from user_meta_alloc into *meta_out (cannot fail). */
+static void user_meta_fill(const reader *r, char **mk, int64_t nu, sg_checkpoint_meta *meta_out)
+{
+    char **mv = mk + nu;
+    char *s = (char *)(mk + 2 * nu + 1);
+    int64_t j = 0;
+    for (int64_t i = 0; i < r->nm; i++) {
+        if (!strncmp(r->m[i].key, "sgrad.", 6)) continue;
+        size_t lk = strlen(r->m[i].key) + 1, lv = strlen(r->m[i].value) + 1;
+        memcpy(s, r->m[i].key, lk);
+        mk[j] = s;
+        s += lk;
+        memcpy(s, r->m[i].value, lv);
+        mv[j++] = s;
+        s += lv;
+    }
+    *meta_out = (sg_checkpoint_meta){nu, (const char *const *)mk, (const char *const *)mv};
+}
+
+static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len,
+                   sg_tensor *const *params, int64_t n_params, const char *const *names,
+                   sg_optim *optim, sg_checkpoint_meta *meta_out)
+{
+    uint64_t rng[4];
+    int rc = verify(ctx, r, data, data_len, rng);
+    if (rc) return rc;
     int64_t steps = 0;
     double lr = 0;
     sg_lr_schedule sched;
-    int rc = optim ? check_optim_meta(ctx, r, optim, &steps, &lr, &sched) : SG_OK;
+    rc = optim ? check_optim_meta(ctx, r, optim, &steps, &lr, &sched) : SG_OK;
     if (rc) return rc;
     entries es;
     rc = plan_entries(ctx, params, n_params, names, optim, &es);
@@ -1091,16 +1134,9 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
             }
         }
     }
-    /* user metadata, in one allocation: pointers, then the strings */
     int64_t nu = 0;
-    size_t ubytes = 0;
-    for (int64_t i = 0; i < r->nm; i++)
-        if (strncmp(r->m[i].key, "sgrad.", 6)) {
-            nu++;
-            ubytes += strlen(r->m[i].key) + strlen(r->m[i].value) + 2;
-        }
     if (!rc && meta_out) {
-        mk = sg__malloc(ctx, (size_t)(2 * nu + 1) * sizeof(char *) + ubytes);
+        mk = user_meta_alloc(ctx, r, &nu);
         if (!mk) rc = SG_ERR_NOMEM;
     }
     if (rc) {
@@ -1139,26 +1175,47 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
         optim->sched = sched;
     }
     memcpy(ctx->rng, rng, sizeof rng);
-    if (meta_out) {
-        char **mv = mk + nu;
-        char *s = (char *)(mk + 2 * nu + 1);
-        int64_t j = 0;
-        for (int64_t i = 0; i < r->nm; i++) {
-            if (!strncmp(r->m[i].key, "sgrad.", 6)) continue;
-            size_t lk = strlen(r->m[i].key) + 1, lv = strlen(r->m[i].value) + 1;
-            memcpy(s, r->m[i].key, lk);
-            mk[j] = s;
-            s += lk;
-            memcpy(s, r->m[i].value, lv);
-            mv[j++] = s;
-            s += lv;
-        }
-        *meta_out = (sg_checkpoint_meta){nu, (const char *const *)mk, (const char *const *)mv};
-    }
+    if (meta_out) user_meta_fill(r, mk, nu, meta_out);
     sg__free(ctx, lz);
     sg__free(ctx, src);
     entries_free(ctx, &es);
     return SG_OK;
+}
+
+/* Reads path and parses its header into r (whose buffers the caller frees with
+ * reader_free); *buf holds the file. */
+static int open_file(sg_ctx *ctx, const char *path, reader *r, unsigned char **buf, uint64_t *size)
+{
+    *r = (reader){ctx, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0, SG_OK};
+    *buf = NULL;
+    int rc = slurp(ctx, path, buf, size);
+    if (rc) return rc;
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)(*buf)[i] << (8 * i);
+    if (hlen > *size - 8 || hlen > MAX_HEADER || hlen < 2)
+        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint %s: header of %llu bytes in a file of %llu", path,
+                         (unsigned long long)hlen, (unsigned long long)*size);
+    r->start = r->p = (const char *)*buf + 8;
+    r->end = r->p + hlen;
+    r->strings = sg__malloc(ctx, (size_t)hlen);
+    return r->strings ? read_header(r) : SG_ERR_NOMEM;
+}
+
+static void reader_free(reader *r, unsigned char *buf)
+{
+    sg__free(r->ctx, r->strings);
+    sg__free(r->ctx, r->t);
+    sg__free(r->ctx, r->m);
+    sg__free(r->ctx, buf);
+}
+
+/* The data section of a file (size bytes in buf) whose header open_file parsed. */
+static const unsigned char *data_of(const unsigned char *buf, uint64_t size, uint64_t *data_len)
+{
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
+    *data_len = size - 8 - hlen;
+    return buf + 8 + hlen;
 }
 
 int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params, int64_t n_params,
@@ -1167,28 +1224,39 @@ int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params, 
     if (!ctx) return SG_ERR_NULL;
     int rc = check_args(ctx, path, params, n_params, names, optim);
     if (rc) return rc;
-    unsigned char *buf = NULL;
-    uint64_t size = 0;
-    rc = slurp(ctx, path, &buf, &size);
-    if (rc) return rc;
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
-    reader r = {ctx, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0, SG_OK};
-    if (hlen > size - 8 || hlen > MAX_HEADER || hlen < 2) {
-        rc = sg__failc(ctx, SG_ERR_FORMAT, "checkpoint %s: header of %llu bytes in a file of %llu", path,
-                       (unsigned long long)hlen, (unsigned long long)size);
-    } else {
-        r.start = r.p = (const char *)buf + 8;
-        r.end = r.p + hlen;
-        r.strings = sg__malloc(ctx, (size_t)hlen);
-        rc = r.strings ? read_header(&r) : SG_ERR_NOMEM;
-        if (!rc)
-            rc = restore(ctx, &r, buf + 8 + hlen, size - 8 - hlen, params, n_params, names, optim, meta_out);
+    reader r;
+    unsigned char *buf;
+    uint64_t size = 0, data_len = 0;
+    rc = open_file(ctx, path, &r, &buf, &size);
+    if (!rc) {
+        const unsigned char *data = data_of(buf, size, &data_len);
+        rc = restore(ctx, &r, data, data_len, params, n_params, names, optim, meta_out);
     }
-    sg__free(ctx, r.strings);
-    sg__free(ctx, r.t);
-    sg__free(ctx, r.m);
-    sg__free(ctx, buf);
+    reader_free(&r, buf);
+    return rc;
+}
+
+int sg_checkpoint_read_meta(sg_ctx *ctx, const char *path, sg_checkpoint_meta *meta_out)
+{
+    if (!ctx) return SG_ERR_NULL;
+    if (!path || !meta_out) return sg__failc(ctx, SG_ERR_NULL, "checkpoint: NULL path or metadata");
+    if (!host_little_endian())
+        return sg__failc(ctx, SG_ERR_STATE, "checkpoint: big-endian hosts are not supported");
+    reader r;
+    unsigned char *buf;
+    uint64_t size = 0, data_len = 0, rng[4];
+    int rc = open_file(ctx, path, &r, &buf, &size);
+    if (!rc) {
+        const unsigned char *data = data_of(buf, size, &data_len);
+        rc = verify(ctx, &r, data, data_len, rng);
+    }
+    if (!rc) {
+        int64_t nu = 0;
+        char **mk = user_meta_alloc(ctx, &r, &nu);
+        if (mk) user_meta_fill(&r, mk, nu, meta_out);
+        else rc = sg__failc(ctx, SG_ERR_NOMEM, "checkpoint: out of memory");
+    }
+    reader_free(&r, buf);
     return rc;
 }
 
