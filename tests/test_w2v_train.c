@@ -11,6 +11,7 @@
 #include "../tools/w2v/progress.c"
 #include "../tools/w2v/query.c"
 #include "../tools/w2v/sampling.c"
+#include "../tools/w2v/checkpoint.c"
 #include "../tools/w2v/train.c"
 #include "../tools/w2v/vocab.c"
 

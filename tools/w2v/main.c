@@ -39,6 +39,13 @@ static void usage(FILE *f)
             "                   1: Hogwild-style racy row updates, not reproducible\n"
             "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"
             "                   from sg_index_select, sg_embedding, sg_rowdot, sg_log_sigmoid\n"
+            "    -save-context FILE  also write the output (context) vectors, as -output\n"
+            "    -checkpoint FILE    save the whole run state to FILE (atomically) every\n"
+            "                   -save-every steps and at the end\n"
+            "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
+            "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
+            "                   flags and corpus (-threads, -binary and outputs may change)\n"
+            "    -log FILE      training progress as JSON lines (200 records and the end)\n"
             "Queries:\n"
             "  sgrad-w2v -neighbors VECTORS -words w1,w2,...   10 nearest by cosine\n"
             "  sgrad-w2v -analogy VECTORS a b c               best d for a:b :: c:d\n"
@@ -88,6 +95,7 @@ int main(int argc, char **argv)
                *questions = NULL;
     const char *abc[3] = {NULL, NULL, NULL};
     int64_t restrict_ = 30000, k = 10;
+    bool save_every_given = false;
     if (argc == 1) {
         usage(stderr);
         return 2;
@@ -117,6 +125,11 @@ int main(int argc, char **argv)
         bool ok = true;
         if (!strcmp(f, "-train")) cfg.train = a;
         else if (!strcmp(f, "-output")) cfg.output = a;
+        else if (!strcmp(f, "-save-context")) cfg.save_context = a;
+        else if (!strcmp(f, "-checkpoint")) cfg.checkpoint = a;
+        else if (!strcmp(f, "-resume")) cfg.resume = a;
+        else if (!strcmp(f, "-log")) cfg.log = a;
+        else if (!strcmp(f, "-save-every")) ok = parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
         else if (!strcmp(f, "-neighbors")) neighbors = a;
         else if (!strcmp(f, "-words")) words = a;
         else if (!strcmp(f, "-evaluate")) evaluate = a;
@@ -180,6 +193,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sgrad-w2v: -train FILE is required (see -help)\n");
         return 2;
     }
+    if (save_every_given && !cfg.checkpoint) {
+        fprintf(stderr, "sgrad-w2v: -save-every needs -checkpoint FILE\n");
+        return 2;
+    }
     /* before the corpus is read: a run that cannot save its result does not start */
     if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
     w2v_vocab v;
@@ -192,6 +209,11 @@ int main(int argc, char **argv)
     fprintf(stderr, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
                     "(min-count %lld)\n", cfg.train, (long long)v.total_tokens,
             (long long)v.lines, (long long)v.size, (long long)cfg.min_count);
+    /* a checkpoint from other flags or another corpus is refused before training */
+    if (cfg.resume && w2v_checkpoint_check(cfg.resume, &cfg, &v, stderr)) {
+        w2v_vocab_free(&v);
+        return 2;
+    }
     w2v_result res;
     w2v_model m;
     if (w2v_train(&cfg, &v, stderr, &res, &m)) {
@@ -207,13 +229,18 @@ int main(int argc, char **argv)
             res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
             res.steps ? (double)res.examples / (double)res.steps : 0.0);
     int rc = 0;
-    if (sg_wordvec_write(cfg.output, m.in, (const char *const *)v.words, cfg.binary)) {
-        fprintf(stderr, "sgrad-w2v: %s (any previous %s is unchanged)\n", sg_ctx_message(m.ctx),
-                cfg.output);
-        rc = 1;
-    } else {
-        fprintf(stderr, "sgrad-w2v: wrote %lld x %d vectors to %s (%s)\n",
-                (long long)v.size, cfg.size, cfg.output, cfg.binary ? "binary" : "text");
+    sg_tensor *tables[2] = {m.in, m.out};
+    const char *paths[2] = {cfg.output, cfg.save_context};
+    for (int i = 0; i < 2; i++) {
+        if (!paths[i]) continue;
+        if (sg_wordvec_write(paths[i], tables[i], (const char *const *)v.words, cfg.binary)) {
+            fprintf(stderr, "sgrad-w2v: %s (any previous %s is unchanged)\n", sg_ctx_message(m.ctx),
+                    paths[i]);
+            rc = 1;
+        } else {
+            fprintf(stderr, "sgrad-w2v: wrote %lld x %d %s vectors to %s (%s)\n", (long long)v.size,
+                    cfg.size, i ? "context" : "word", paths[i], cfg.binary ? "binary" : "text");
+        }
     }
     w2v_model_free(&m);
     w2v_vocab_free(&v);

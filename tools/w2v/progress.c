@@ -52,3 +52,38 @@ void w2v_progress_update(w2v_progress *p, int64_t done, int64_t total, double lr
             p->tty ? (force ? "\n" : "  ") : "\n");
     fflush(p->f);
 }
+
+void w2v_log_init(w2v_log *l, FILE *f, int threads)
+{
+    l->f = f;
+    l->threads = threads > 0 ? threads : 1;
+    l->start = l->last_time = w2v_now();
+    l->last_words = -1; /* the first update writes a record */
+    l->next_words = 0;
+    l->loss = 0;
+    l->n = 0;
+}
+
+void w2v_log_update(w2v_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
+                    double loss_sum, int64_t n, bool force)
+{
+    if (!l->f) return;
+    l->loss += loss_sum;
+    l->n += n;
+    if (!force && words < l->next_words) return;
+    const double now = w2v_now();
+    const double dt = now - l->last_time;
+    const int64_t dw = l->last_words < 0 ? 0 : words - l->last_words;
+    char loss[32] = "null";
+    if (l->n > 0) snprintf(loss, sizeof loss, "%.6g", l->loss / (double)l->n);
+    fprintf(l->f,
+            "{\"epoch\":%d,\"words\":%lld,\"total_words\":%lld,\"progress\":%.6f,\"steps\":%lld,"
+            "\"lr\":%.6g,\"loss\":%s,\"words_per_sec_thread\":%.1f,\"elapsed_s\":%.3f}\n",
+            epoch, (long long)words, (long long)total, total > 0 ? (double)words / (double)total : 1.0,
+            (long long)steps, lr, loss, dt > 0 && dw > 0 ? (double)dw / dt / l->threads : 0.0, now - l->start);
+    l->last_time = now;
+    l->last_words = words;
+    l->next_words = words + (total / 200 > 1 ? total / 200 : 1);
+    l->loss = 0;
+    l->n = 0;
+}

@@ -137,6 +137,30 @@ static void next_sentence(w2v_trainer *t)
     }
 }
 
+/* The trainer's part of a position: where the next batch will be drawn from. */
+static void take_position(const w2v_trainer *t, int epoch, w2v_position *p)
+{
+    p->epoch = epoch;
+    p->offset = w2v_reader_offset(&t->rd);
+    p->epoch_done = t->epoch_done;
+    p->rng = t->rng.s;
+    p->tokens = t->tokens;
+    p->len = t->len;
+    p->pos = t->pos;
+    memcpy(p->sentence, t->sen, (size_t)t->len * sizeof *t->sen);
+}
+
+/* The position at the start of epoch `epoch` (the end of the one before). */
+static void epoch_start_position(const w2v_trainer *t, int epoch, w2v_position *p)
+{
+    p->epoch = epoch;
+    p->offset = 0;
+    p->epoch_done = false;
+    p->rng = t->rng.s;
+    p->tokens = t->tokens;
+    p->len = p->pos = 0;
+}
+
 static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
 {
     for (int k = 1; k <= t->cfg->negative; k++) {
@@ -299,6 +323,39 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
+/* An output written by rename from a temporary file beside it (or, for -log, opened for
+ * writing): the path is not a directory or other non-regular file, and its directory
+ * exists and is writable. 0, or -1 with a message naming flag. */
+static int check_output(const char *flag, const char *out, FILE *err)
+{
+    struct stat st;
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(err, "sgrad-w2v: cannot write %s %s: %s\n", flag, out,
+                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+        return -1;
+    }
+    const char *slash = strrchr(out, '/');
+    size_t dlen = !slash ? 1 : slash == out ? 1 : (size_t)(slash - out);
+    char *dir = malloc(dlen + 1);
+    if (!dir) {
+        fprintf(err, "sgrad-w2v: out of memory\n");
+        return -1;
+    }
+    memcpy(dir, slash ? out : ".", dlen);
+    dir[dlen] = '\0';
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(err, "sgrad-w2v: cannot write %s %s: directory %s %s\n", flag, out, dir,
+                errno == ENOENT || stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+        rc = -1;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(err, "sgrad-w2v: cannot write %s %s: directory %s: %s\n", flag, out, dir, strerror(errno));
+        rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
 int w2v_check_paths(const w2v_config *cfg, FILE *err)
 {
     struct stat st;
@@ -311,38 +368,36 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
                      "epoch, which a pipe or stdin cannot be: save it to a file first\n", cfg->train);
         return -1;
     }
-    const char *out = cfg->output;
-    if (!out || !*out) {
+    if (!cfg->output || !*cfg->output) {
         fprintf(err, "sgrad-w2v: -output FILE is required for training (see -help)\n");
         return -1;
     }
-    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(err, "sgrad-w2v: cannot write -output %s: %s\n", out,
-                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
-        return -1;
+    if (cfg->resume) {
+        const char *why = stat(cfg->resume, &st) != 0 ? strerror(errno)
+                          : !S_ISREG(st.st_mode)       ? "not a regular file"
+                          : access(cfg->resume, R_OK)  ? strerror(errno)
+                                                       : NULL;
+        if (why) {
+            fprintf(err, "sgrad-w2v: cannot read -resume %s: %s\n", cfg->resume, why);
+            return -1;
+        }
     }
-    /* the vectors are written to a temporary file beside out and renamed over it */
-    const char *slash = strrchr(out, '/');
-    size_t dlen = !slash ? 1 : slash == out ? 1 : (size_t)(slash - out);
-    char *dir = malloc(dlen + 1);
-    if (!dir) {
-        fprintf(err, "sgrad-w2v: out of memory\n");
-        return -1;
+    const char *flags[4] = {"-output", "-save-context", "-checkpoint", "-log"};
+    const char *paths[4] = {cfg->output, cfg->save_context, cfg->checkpoint, cfg->log};
+    for (int i = 0; i < 4; i++) {
+        if (!paths[i]) continue;
+        if (!*paths[i]) {
+            fprintf(err, "sgrad-w2v: %s needs a file name\n", flags[i]);
+            return -1;
+        }
+        for (int k = 0; k < i; k++)
+            if (paths[k] && !strcmp(paths[k], paths[i])) {
+                fprintf(err, "sgrad-w2v: %s and %s are the same file %s\n", flags[k], flags[i], paths[i]);
+                return -1;
+            }
+        if (check_output(flags[i], paths[i], err)) return -1;
     }
-    memcpy(dir, slash ? out : ".", dlen);
-    dir[dlen] = '\0';
-    int rc = 0;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(err, "sgrad-w2v: cannot write -output %s: directory %s %s\n", out, dir,
-                errno == ENOENT || stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-        rc = -1;
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(err, "sgrad-w2v: cannot write -output %s: directory %s: %s\n", out, dir,
-                strerror(errno));
-        rc = -1;
-    }
-    free(dir);
-    return rc;
+    return 0;
 }
 
 int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
@@ -375,6 +430,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     m.ctx = sg_ctx_new(&co);
     int rc = -1;
     sg_optim *opt = NULL;
+    FILE *jlog = NULL;
     if (!t.keep || !t.hits_in || !t.hits_out || !m.ctx ||
         w2v_noise_init(&t.noise, v->counts, V, 0.75)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
@@ -411,21 +467,59 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
         goto done;
     }
 
+    /* where to start: the beginning, or the position of a checkpoint (whose tables,
+     * optimizer state and generator state the load restores) */
+    w2v_position at;
+    memset(&at, 0, sizeof at);
+    at.rng = cfg->seed;
+    if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) goto done;
+    const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
+    if (cfg->resume && log)
+        fprintf(log, "sgrad-w2v: resuming from %s: epoch %d of %d, step %lld, %.1f%% of the words\n",
+                cfg->resume, at.epoch < cfg->iter ? at.epoch + 1 : cfg->iter, cfg->iter, (long long)at.steps,
+                100.0 * (double)at.tokens / (double)((int64_t)cfg->iter * v->total_tokens));
+    t.rng.s = at.rng;
+    t.tokens = at.tokens;
+    res->steps = at.steps;
+    res->examples = at.examples;
+    if (cfg->log && !(jlog = fopen(cfg->log, cfg->resume ? "a" : "w"))) {
+        fprintf(stderr, "sgrad-w2v: cannot write -log %s: %s\n", cfg->log, strerror(errno));
+        goto done;
+    }
+
     const int threads = sg_ctx_threads(m.ctx);
     w2v_progress pr;
     w2v_progress_init(&pr, log, threads);
+    w2v_log jl;
+    w2v_log_init(&jl, jlog, threads);
     const double t0 = w2v_now();
-    double interval_loss = 0, epoch_loss = 0, start_loss = 0; /* start: the first step's, per example */
-    int64_t interval_n = 0, epoch_n = 0;
-    for (int ep = 0; ep < cfg->iter; ep++) {
+    const int64_t tokens0 = t.tokens; /* read before this process: not in its speed */
+    /* start: the first step's loss per example */
+    double interval_loss = 0, epoch_loss = at.epoch_loss, start_loss = at.start_loss;
+    int64_t interval_n = 0, epoch_n = at.epoch_examples;
+    w2v_position saved; /* the position of the coming checkpoint, taken before its fill */
+    memset(&saved, 0, sizeof saved);
+    for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (w2v_reader_open(&t.rd, cfg->train)) {
             fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
             goto done;
         }
-        t.epoch_done = false;
-        t.len = t.pos = 0;
-        epoch_loss = 0;
-        epoch_n = 0;
+        if (ep == at.epoch && mid_epoch) {
+            if (w2v_reader_seek(&t.rd, at.offset)) {
+                fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
+                w2v_reader_close(&t.rd);
+                goto done;
+            }
+            t.epoch_done = at.epoch_done;
+            t.len = at.len;
+            t.pos = at.pos;
+            memcpy(t.sen, at.sentence, (size_t)at.len * sizeof *t.sen);
+        } else {
+            t.epoch_done = false;
+            t.len = t.pos = 0;
+            epoch_loss = 0;
+            epoch_n = 0;
+        }
         /* With 2+ threads the next batch is drawn on one thread while the other runs the
          * backward half (single-threaded); the forward half uses every thread. Drawing
          * depends only on the corpus and the random stream, so results are the same.
@@ -440,6 +534,10 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             int st = loss ? SG_OK : -1;
             const double l = loss ? sg_tensor_get(loss, 0) : 0;
             lr_tokens = t.tokens;
+            /* a checkpoint after this step resumes by drawing the batch drawn next */
+            const bool save_now = cfg->checkpoint && cfg->save_every > 0 &&
+                                  (sg_optim_steps(opt) + 1) % cfg->save_every == 0;
+            if (save_now) take_position(&t, ep, &saved);
             if (loss && threads > 1 && !cfg->hogwild) {
                 sg_ctx_set_threads(m.ctx, 1);
 #ifdef _OPENMP
@@ -487,14 +585,36 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             epoch_n += n;
             res->examples += n;
             res->steps++;
+            w2v_log_update(&jl, ep + 1, lr_tokens, total, res->steps, lr, l, n, false);
             if (log && w2v_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
                 w2v_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
                                     false);
                 interval_loss = 0;
                 interval_n = 0;
             }
+            if (save_now) {
+                saved.steps = res->steps;
+                saved.examples = res->examples;
+                saved.start_loss = start_loss;
+                saved.epoch_loss = epoch_loss;
+                saved.epoch_examples = epoch_n;
+                if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) {
+                    w2v_reader_close(&t.rd);
+                    goto done;
+                }
+            }
         }
         w2v_reader_close(&t.rd);
+        /* -save-every 0: a checkpoint at each epoch's end (the last one's is below) */
+        if (cfg->checkpoint && cfg->save_every == 0 && ep + 1 < cfg->iter) {
+            epoch_start_position(&t, ep + 1, &saved);
+            saved.steps = res->steps;
+            saved.examples = res->examples;
+            saved.start_loss = start_loss;
+            saved.epoch_loss = epoch_loss;
+            saved.epoch_examples = epoch_n;
+            if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) goto done;
+        }
     }
     if (res->steps == 0) {
         fprintf(stderr, "sgrad-w2v: %s gave no training examples (no sentence of two "
@@ -505,13 +625,28 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     res->seconds = w2v_now() - t0;
     res->final_loss = epoch_n ? epoch_loss / (double)epoch_n : NAN;
     res->words_per_sec_thread =
-        (double)t.tokens / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
-    if (log)
+        (double)(t.tokens - tokens0) / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
+    if (log && t.tokens > tokens0)
         w2v_progress_update(&pr, t.tokens, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
+    w2v_log_update(&jl, cfg->iter, t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
+    if (cfg->checkpoint) { /* the end: resuming from it trains no more */
+        epoch_start_position(&t, cfg->iter, &saved);
+        saved.steps = res->steps;
+        saved.examples = res->examples;
+        saved.start_loss = start_loss;
+        saved.epoch_loss = epoch_loss;
+        saved.epoch_examples = epoch_n;
+        if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) goto done;
+    }
+    if (jlog && (fflush(jlog) || ferror(jlog))) {
+        fprintf(stderr, "sgrad-w2v: cannot write -log %s: %s\n", cfg->log, strerror(errno));
+        goto done;
+    }
     rc = 0;
 
 done:
+    if (jlog) fclose(jlog);
     sg_optim_free(opt);
     w2v_noise_free(&t.noise);
     free(t.keep);

@@ -6,6 +6,9 @@
  * are in frequency order (count descending, ties by bytes ascending, so the order does not
  * depend on the corpus order) and every count is >= min_count.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* fseeko */
+#endif
 #include "w2v.h"
 
 #include <errno.h>
@@ -13,6 +16,8 @@
 #include <string.h>
 
 #define W2V_READ_BUF (1 << 20)
+#define FNV_OFFSET 1469598103934665603ull
+#define FNV_PRIME 1099511628211ull
 
 int w2v_reader_open(w2v_reader *r, const char *path)
 {
@@ -26,6 +31,7 @@ int w2v_reader_open(w2v_reader *r, const char *path)
         errno = ENOMEM;
         return -1;
     }
+    r->hash = FNV_OFFSET;
     return 0;
 }
 
@@ -36,12 +42,26 @@ void w2v_reader_close(w2v_reader *r)
     memset(r, 0, sizeof *r);
 }
 
+int w2v_reader_seek(w2v_reader *r, int64_t offset)
+{
+    if (offset < 0 || fseeko(r->f, (off_t)offset, SEEK_SET) != 0) {
+        if (offset < 0) errno = EINVAL;
+        return -1;
+    }
+    r->buf_start = offset;
+    r->len = r->pos = 0;
+    r->eof = false;
+    return 0;
+}
+
 static int reader_getc(w2v_reader *r)
 {
     if (r->pos == r->len) {
         if (r->eof) return EOF;
+        r->buf_start += (int64_t)r->len;
         r->len = fread(r->buf, 1, W2V_READ_BUF, r->f);
         r->pos = 0;
+        for (size_t i = 0; r->hashing && i < r->len; i++) r->hash = (r->hash ^ r->buf[i]) * FNV_PRIME;
         if (r->len == 0) {
             r->eof = true;
             return EOF;
@@ -75,8 +95,8 @@ w2v_tok w2v_reader_next(w2v_reader *r, char *word)
 
 static uint64_t hash_str(const char *w)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *w; w++) h = (h ^ (unsigned char)*w) * 1099511628211ull;
+    uint64_t h = FNV_OFFSET; /* FNV-1a */
+    for (; *w; w++) h = (h ^ (unsigned char)*w) * FNV_PRIME;
     return h;
 }
 
@@ -196,6 +216,7 @@ int w2v_vocab_count_file(w2v_vocab *v, const char *path)
 {
     w2v_reader r;
     if (w2v_reader_open(&r, path)) return -1;
+    r.hashing = true;
     char word[W2V_MAX_WORD];
     w2v_tok t;
     bool line_open = false;
@@ -214,6 +235,8 @@ int w2v_vocab_count_file(w2v_vocab *v, const char *path)
         }
     }
     if (line_open) v->lines++;
+    v->corpus_bytes = w2v_reader_offset(&r);
+    v->corpus_hash = r.hash;
     int err = ferror(r.f);
     w2v_reader_close(&r);
     if (err) {

@@ -51,9 +51,18 @@ typedef struct {
     unsigned char *buf;
     size_t len, pos;
     bool eof;
+    int64_t buf_start; /* file offset of buf[0] */
+    bool hashing;      /* set after open: keep hash, the FNV-1a 64 of the bytes read so far */
+    uint64_t hash;
 } w2v_reader;
 int w2v_reader_open(w2v_reader *r, const char *path); /* 0 or -1 (errno set) */
 void w2v_reader_close(w2v_reader *r);
+/* Bytes consumed so far: where a reader opened and moved there by w2v_reader_seek goes on
+ * with the same tokens. */
+static inline int64_t w2v_reader_offset(const w2v_reader *r) { return r->buf_start + (int64_t)r->pos; }
+/* Moves an open reader to offset (from w2v_reader_offset); 0 or -1 (errno set). The hash
+ * then covers only what is read after it. */
+int w2v_reader_seek(w2v_reader *r, int64_t offset);
 typedef enum { W2V_TOK_EOF = 0, W2V_TOK_WORD = 1, W2V_TOK_EOL = 2 } w2v_tok;
 /* Next token into word (W2V_MAX_WORD bytes, NUL-terminated). */
 w2v_tok w2v_reader_next(w2v_reader *r, char *word);
@@ -66,6 +75,8 @@ typedef struct {
     int64_t train_words; /* sum of counts of the kept words */
     int64_t total_tokens; /* every token of the corpus, kept or not */
     int64_t lines;
+    int64_t corpus_bytes;  /* the counted file's size and FNV-1a 64 hash: what a checkpoint */
+    uint64_t corpus_hash;  /* records of the corpus it was trained on */
     /* private: hash of word -> index, open addressing */
     int64_t *slots;
     int64_t n_slots, cap;
@@ -119,6 +130,11 @@ typedef struct {
     double sample, alpha;
     uint64_t seed;
     w2v_engine engine;
+    const char *save_context; /* -save-context: the output vectors file, or NULL */
+    const char *checkpoint;   /* -checkpoint: written every save_every steps and at the end */
+    int64_t save_every;       /* -save-every: steps between checkpoints; 0: each epoch's end */
+    const char *resume;       /* -resume: a checkpoint to continue from, or NULL */
+    const char *log;          /* -log: JSON lines of training progress, or NULL */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
@@ -148,11 +164,41 @@ typedef struct {
  * the flags printed to err. */
 int w2v_config_check(const w2v_config *cfg, FILE *err);
 /* Checks before any work that the corpus is a regular file (it is read once per epoch,
- * which a pipe or stdin cannot be) and that the output can be written: its directory
- * exists and is writable, the path is not a directory or other non-regular file. 0, or -1
- * with a message printed to err. Write-time errors (a full disk) remain possible; the
- * vectors are written atomically, so they leave an old file intact. */
+ * which a pipe or stdin cannot be), that -resume names a readable file, and that every
+ * output (-output, -save-context, -checkpoint, -log) can be written: its directory exists
+ * and is writable, the path is not a directory or other non-regular file, no two outputs
+ * are the same path. 0, or -1 with a message printed to err. Write-time errors (a full
+ * disk) remain possible; vectors and checkpoints are written atomically, so they leave an
+ * old file intact. */
 int w2v_check_paths(const w2v_config *cfg, FILE *err);
+
+/* ---- checkpoints (checkpoint.c): the trainer's position between two steps, taken before
+ * the next batch is drawn; with the tables and the optimizer it decides the rest of a run */
+typedef struct {
+    int epoch;           /* the epoch under way; cfg->iter once training is over */
+    int64_t offset;      /* corpus bytes consumed in this epoch */
+    bool epoch_done;     /* the reader has met the corpus's end in this epoch */
+    uint64_t rng;        /* the trainer's random stream */
+    int64_t tokens;      /* corpus tokens read, all epochs */
+    int32_t sentence[W2V_MAX_SENTENCE]; /* the current sentence: len words, pos the next */
+    int32_t len, pos;
+    int64_t steps, examples;   /* all epochs */
+    double start_loss;         /* the first step's loss per example (divergence check) */
+    double epoch_loss;         /* this epoch's loss sum and examples so far */
+    int64_t epoch_examples;
+} w2v_position;
+/* Writes a checkpoint of the run (the tables as "W_in" and "W_out", the optimizer, the
+ * position, the training flags and the corpus's size and hash) to path atomically. 0, or
+ * -1 with a message printed to err (path then holds its previous content). */
+int w2v_checkpoint_save(const char *path, const w2v_config *cfg, const w2v_vocab *v,
+                        const w2v_model *m, sg_optim *opt, const w2v_position *pos, FILE *err);
+/* 0 when path is a sgrad-w2v checkpoint made with cfg's training flags from the corpus v
+ * was counted from; otherwise -1 with a message printed to err naming the difference. */
+int w2v_checkpoint_check(const char *path, const w2v_config *cfg, const w2v_vocab *v, FILE *err);
+/* Restores the tables, the optimizer (set up as for a fresh run) and the position from a
+ * checkpoint that passed w2v_checkpoint_check. 0, or -1 with a message printed to err. */
+int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const w2v_vocab *v,
+                        const w2v_model *m, sg_optim *opt, w2v_position *pos, FILE *err);
 
 /* Trains on cfg->train with vocabulary v (finalized). Progress goes to `log` (NULL:
  * silent). Returns 0, or -1 with a message printed to stderr: divergence, no training
@@ -175,6 +221,24 @@ void w2v_progress_init(w2v_progress *p, FILE *f, int threads);
  * (each 0.2 s on a terminal, redrawn in place; each 5 s otherwise) or when force. */
 void w2v_progress_update(w2v_progress *p, int64_t done, int64_t total, double lr,
                          double loss, bool force);
+
+/* ---- -log: training progress as JSON lines, one record per 1/200 of the words and one
+ * at the end: {"epoch", "words", "total_words", "progress", "steps", "lr", "loss" (mean
+ * per example since the previous record; null if none), "words_per_sec_thread" (since the
+ * previous record), "elapsed_s"} */
+typedef struct {
+    FILE *f; /* NULL: no log */
+    int threads;
+    double start, last_time;
+    int64_t last_words, next_words;
+    double loss;
+    int64_t n;
+} w2v_log;
+void w2v_log_init(w2v_log *l, FILE *f, int threads);
+/* Adds a step's loss (the sum over its n examples) at `words` of `total` read; writes a
+ * record when due or when force. */
+void w2v_log_update(w2v_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
+                    double loss_sum, int64_t n, bool force);
 
 /* ---- queries on a vectors file */
 /* Top-k rows by cosine with row q (q excluded); sims may be NULL. Returns how many. */
