@@ -149,7 +149,9 @@ SG_API sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const
 /* Frees a persistent tensor (and its gradient state). NULL or a tape tensor: no-op. A
  * parameter of an optimizer is first unregistered from it (as if it had never been added:
  * its state is freed, sg_optim_param_count drops by one, the later parameters move down
- * one index). Do not free an optimizer's state tensors (sg_optim_state): they are its. */
+ * one index). An optimizer's state tensor (sg_optim_state) or a word-vector table
+ * (sg_wordvec_vectors) is refused: SG_ERR_STATE on its context, nothing freed (its owner
+ * frees it). */
 SG_API void sg_tensor_free(sg_tensor *t);
 
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
@@ -700,7 +702,7 @@ SG_API int64_t sg_wordvec_count(const sg_wordvec *wv); /* V; -1 for wv NULL */
 SG_API int64_t sg_wordvec_dim(const sg_wordvec *wv);   /* D; -1 for wv NULL */
 /* Word i (0-based, file order), or NULL when i is out of range. Owned by wv. */
 SG_API const char *sg_wordvec_word(const sg_wordvec *wv, int64_t i);
-/* The (V,D) f32 vectors: a persistent tensor owned by wv (do not sg_tensor_free it). */
+/* The (V,D) f32 vectors: a persistent tensor owned by wv (sg_tensor_free refuses it). */
 SG_API sg_tensor *sg_wordvec_vectors(const sg_wordvec *wv);
 /* Row of `word`, or -1 if it is absent. O(1) on average (hash table). */
 SG_API int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);

@@ -53,7 +53,10 @@ void sg_ctx_free(sg_ctx *ctx)
     if (!ctx) return;
     /* Optimizers first: they hold parameters and their state is persistent tensors. */
     while (ctx->optims) sg_optim_free(ctx->optims);
-    while (ctx->persistent) sg_tensor_free(ctx->persistent);
+    while (ctx->persistent) {
+        ctx->persistent->owner_frees = false; /* the context's end frees what owners left */
+        sg_tensor_free(ctx->persistent);
+    }
     sg_tape_reset(ctx);
     sg__arena_free_all(ctx);
     sg__free(ctx, ctx->store);

@@ -124,6 +124,45 @@ TEST(freeing_a_parameter_unregisters_it)
 /* Every order of freeing a parameter, its optimizer and the context, with a gradient in
  * the store and after steps (so every kind's state exists): nothing is used after it is
  * freed (ASan) and every byte comes back (the allocator's count; LSan). */
+/* An optimizer's state tensor and a word-vector table are their owners': sg_tensor_free
+ * refuses them with SG_ERR_STATE and frees nothing (before, it freed them under their
+ * owner, a use-after-free at the next step). */
+TEST(freeing_an_owned_tensor_is_refused)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    sg_tensor *W = param(ctx, 4, 3, 0.5);
+    sg_optim *opt = mk_adam(ctx);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+    CHECK_STATUS(ctx, give_dense(W, -1, 0), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+    sg_tensor *m = sg_optim_state(opt, W, 0, NULL);
+    CHECK(m != NULL);
+    const sg_mem_stats before = sg_ctx_mem_stats(ctx);
+    sg_tensor_free(m);
+    CHECK(sg_ctx_status(ctx) == SG_ERR_STATE && strstr(sg_ctx_message(ctx), "optimizer"));
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == before.bytes_in_use);
+    sg_ctx_clear_error(ctx);
+    sg_tape_reset(ctx);
+    CHECK_STATUS(ctx, give_dense(W, -1, 0), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK); /* the state is still there to use */
+    CHECK(sg_optim_state(opt, W, 0, NULL) == m);
+
+    const char *path = tu_tmp_path("owned_wordvec");
+    const char *words[2] = {"a", "b"};
+    sg_tensor *table = sg_tensor_new(ctx, SG_F32, 2, (int64_t[]){2, 3});
+    CHECK_STATUS(ctx, sg_wordvec_write(path, table, words, 0), SG_OK);
+    sg_wordvec *wv = sg_wordvec_read(ctx, path, 0);
+    CHECK(wv != NULL);
+    sg_tensor_free(sg_wordvec_vectors(wv));
+    CHECK(sg_ctx_status(ctx) == SG_ERR_STATE);
+    CHECK(sg_wordvec_vectors(wv) && sg_tensor_f32(sg_wordvec_vectors(wv))[0] == 0.0f);
+    sg_ctx_clear_error(ctx);
+    sg_wordvec_free(wv);
+    remove(path);
+    sg_optim_free(opt); /* frees its state itself */
+    sg_ctx_free(ctx);
+}
+
 TEST(every_order_of_freeing_is_safe)
 {
     enum { PARAM_OPTIM_CTX, OPTIM_PARAM_CTX, PARAM_CTX, OPTIM_CTX, CTX, TWO_OPTIMS_CTX, N_ORDERS };

@@ -118,6 +118,12 @@ static void grads_forget(sg_tensor *t)
 void sg_tensor_free(sg_tensor *t)
 {
     if (!t || !t->persistent) return;
+    if (t->owner_frees) {
+        sg__failc(t->ctx, SG_ERR_STATE, "sg_tensor_free: the tensor belongs to an optimizer "
+                  "(sg_optim_state) or a word-vector table (sg_wordvec_vectors) and is freed "
+                  "with it; nothing was freed");
+        return;
+    }
     if (t->optim_state) ((const sg__param_owner *)t->optim_state)->release(t);
     if (t->in_store) grads_forget(t);
     sg__tensor_destroy(t);

@@ -45,6 +45,8 @@ struct sg_tensor {
     /* memory */
     bool persistent; /* from the allocator, freed by sg_tensor_free */
     bool owns_data;  /* persistent only: data was allocated with the tensor */
+    bool owner_frees; /* an optimizer's state or a word-vector table: sg_tensor_free refuses
+                         it; its owner clears this and frees it */
     sg_tensor *prev_persistent, *next_persistent;
 
     /* autograd */

@@ -179,6 +179,7 @@ void sg_wordvec_free(sg_wordvec *wv)
     sg__free(ctx, wv->chars);
     sg__free(ctx, wv->offsets);
     sg__free(ctx, wv->slots);
+    if (wv->vectors) wv->vectors->owner_frees = false;
     sg_tensor_free(wv->vectors);
     sg__free(ctx, wv);
 }
@@ -474,5 +475,6 @@ sg_wordvec *sg_wordvec_read(sg_ctx *ctx, const char *path, int binary)
                         (long long)r + 1, why);
     }
     wv->count = V;
+    wv->vectors->owner_frees = true;
     return wv;
 }

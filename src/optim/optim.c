@@ -189,7 +189,10 @@ sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts)
 static void pstate_free(sg_optim *opt, sg__pstate *ps)
 {
     if (ps->param->optim_state == ps) ps->param->optim_state = NULL;
-    for (int i = 0; i < ps->n_state; i++) sg_tensor_free(ps->state[i]);
+    for (int i = 0; i < ps->n_state; i++) {
+        ps->state[i]->owner_frees = false;
+        sg_tensor_free(ps->state[i]);
+    }
     sg__free(opt->ctx, ps->runs);
     sg__free(opt->ctx, ps);
 }
@@ -232,6 +235,7 @@ sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
     sg_tensor *t = sg_tensor_new(opt->ctx, dtype, ndim, shape);
     if (!t) return NULL;
     if (fill != 0) sg_tensor_fill(t, fill);
+    t->owner_frees = true;
     ps->state[ps->n_state] = t;
     ps->state_name[ps->n_state++] = name;
     return t;
