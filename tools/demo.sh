@@ -25,7 +25,7 @@ echo "   (sg_embedding, sg_sgns_loss with a fused sparse SGD update, the SGD opt
 echo "   Jane Austen's six novels and the King James Bible: $(wc -w <"$corpus") words."
 echo
 "$w2v" -train "$corpus" -output "$vectors" -binary 1 -cbow 0 -size 100 -window 5 \
-    -negative 5 -sample 1e-3 -min-count 5 -iter 5 -threads 2 -seed 1
+    -negative 5 -sample 1e-3 -min-count 5 -iter 5 -threads 2 -seed 1 -log "$build/demo-log.jsonl"
 echo
 echo "== 10 nearest neighbours by cosine (sgrad-w2v -neighbors $vectors -words ...)"
 "$w2v" -neighbors "$vectors" -words king,gold,sister,morning,letter,elizabeth,sword,happy
@@ -51,3 +51,9 @@ echo "   $right of ${#probes[@]} shown analogies right"
 echo
 echo "== analogy accuracy on word2vec's question set, data/questions-words.txt (3CosAdd)"
 "$w2v" -evaluate "$vectors" -questions data/questions-words.txt
+if command -v python3 >/dev/null; then
+    python3 tools/plot_log.py "$build/demo-log.jsonl" "$build/demo-training.svg" \
+        "sgrad-w2v on the demo corpus: skip-gram, 5 epochs, 2 threads"
+    echo
+    echo "== training curve (loss and learning rate against words read): $build/demo-training.svg"
+fi

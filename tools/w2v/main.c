@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
             "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
             "                   flags and corpus (-threads, -binary and outputs may change)\n"
-            "    -log FILE      training progress as JSON lines (200 records and the end)\n"
+            "    -log FILE      training progress as JSON lines (up to 200 and the end)\n"
             "Queries:\n"
             "  sgrad-w2v -neighbors VECTORS -words w1,w2,...   10 nearest by cosine\n"
             "  sgrad-w2v -analogy VECTORS a b c               best d for a:b :: c:d\n"
