@@ -23,6 +23,21 @@ export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions
 for np in 2 4; do
     timeout 300 "${mpi[@]}" -np "$np" "$bin"
 done
+# sgrad-bench dist at tiny sizes on 2 ranks: one JSON line with the fields it promises,
+# and the sparse exchange chosen and sending fewer bytes than the dense one would.
+if [ -x "$build/sgrad-bench" ]; then
+    line=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-bench" --quick dist)
+    python3 - "$line" <<'PY'
+import json, sys
+o = json.loads(sys.argv[1])
+for k in ("bench", "case", "params", "ms", "ref_ms", "ratio", "threads", "bytes_sent_rank0",
+          "bytes_dense_alternative_rank0", "rule_sparse_bytes", "rule_dense_bytes", "choice"):
+    assert k in o, f"no field {k}: {o}"
+assert o["bench"] == "dist" and o["params"]["ranks"] == 2 and o["ms"] > 0, o
+assert o["choice"] == "sparse" and 0 < o["bytes_sent_rank0"] < o["bytes_dense_alternative_rank0"], o
+PY
+    echo "test_dist: sgrad-bench --quick dist ran on 2 ranks"
+fi
 status=0
 start=$(date +%s)
 timeout 60 "${mpi[@]}" -np 3 "$bin" die >/dev/null 2>&1 || status=$?
