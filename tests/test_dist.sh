@@ -17,9 +17,11 @@ if ! command -v mpirun >/dev/null; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Loopback only, shared memory without the kernel's cross-memory attach (containers).
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
+mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none
+     -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose -x PMIX_MCA_mca_base_component_disable_dlclose)
 # Open MPI's own allocations outlive MPI_Finalize; only those are suppressed under ASan.
-export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0"
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
 for np in 2 4; do
     timeout 300 "${mpi[@]}" -np "$np" "$bin"
 done
