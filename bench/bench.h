@@ -30,6 +30,7 @@ void sgb_sink(double v);
 #include "families.h"
 #define SGB_DECLARE(name, what) int sgb_##name(const sgb_cfg *cfg);
 SGB_FAMILIES(SGB_DECLARE)
+SGB_NAMED_FAMILIES(SGB_DECLARE)
 #undef SGB_DECLARE
 
 #endif

@@ -5,3 +5,12 @@
     X(matmul, "dense matmul forward and backward against a naive loop") \
     X(sparse, "embedding gather/backward, index-add (1 and 2 threads), coalesce") \
     X(optim, "optimizer train steps (fused and unfused), many parameters, dense vs sparse")
+
+/* Families that run only when named, never by "all": dist needs mpirun and the MPI module
+ * (built when SGRAD_MPI is on). */
+#ifdef SGB_WITH_MPI
+#define SGB_NAMED_FAMILIES(X) \
+    X(dist, "data-parallel embedding step under mpirun: step time, bytes sent per rank, sparse vs dense")
+#else
+#define SGB_NAMED_FAMILIES(X)
+#endif

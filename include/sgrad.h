@@ -105,6 +105,11 @@ SG_API void sg_ctx_free(sg_ctx *ctx);
 SG_API int sg_ctx_status(const sg_ctx *ctx);          /* last error code, SG_OK if none */
 SG_API const char *sg_ctx_message(const sg_ctx *ctx); /* last error message, "" if none */
 SG_API void sg_ctx_clear_error(sg_ctx *ctx);
+/* Records status (an SG_ERR_ code) and message (copied, truncated to the context's
+ * buffer) as the context's last error, as the library's own functions do: for modules
+ * built on the public API (sgrad_dist). Returns status; ctx NULL: SG_ERR_NULL. */
+SG_API int sg_ctx_set_error(sg_ctx *ctx, int status, const char *message);
+
 SG_API int sg_ctx_threads(const sg_ctx *ctx);
 /* threads <= 0: all available (OpenMP's default, OMP_NUM_THREADS). A request is clamped
  * to max(64, 4 x the processors online), and to OpenMP's thread limit, so that asking for
@@ -199,6 +204,11 @@ SG_API int sg_tensor_copy(sg_tensor *dst, const sg_tensor *src);
  * SG_ERR_DTYPE (values must be f32 or f64). */
 SG_API sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                       int sparse_dim, int64_t nnz, const int64_t *indices, const void *values);
+/* Same checks and copies, into a tape tensor (the step arena, until sg_tape_reset): for a
+ * per-step sparse tensor, e.g. a gradient put in place with sg_tensor_set_grad. */
+SG_API sg_tensor *sg_coo_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                                 int sparse_dim, int64_t nnz, const int64_t *indices,
+                                 const void *values);
 /* COO accessors; t NULL or dense is no COO tensor: the counts give -1, is_coalesced 0 and
  * the views NULL. */
 SG_API int sg_coo_sparse_dim(const sg_tensor *t);
@@ -246,6 +256,14 @@ SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
  * same dense array), or NULL if none reached t. Owned by the tape; a later backward that
  * adds to t's gradient may change or replace it, so ask again after each backward. */
 SG_API sg_tensor *sg_tensor_grad(const sg_tensor *t);
+/* Replaces the gradient stored for leaf t (requires grad) by grad: dense or COO, t's
+ * shape and dtype, borrowed (never written by the library: a later accumulation copies
+ * it first), so keep it alive and unchanged until sg_tape_reset. t joins the gradient
+ * store if it had no gradient. For code that transforms gradients between sg_backward
+ * and sg_optim_step (a distributed reduce). Errors: SG_ERR_NULL, SG_ERR_SHAPE (shape or
+ * dtype differs), SG_ERR_ARG (t not a leaf, or of another context than grad), SG_ERR_STATE
+ * (t does not require grad); nothing changes on error. */
+SG_API int sg_tensor_set_grad(sg_tensor *t, sg_tensor *grad);
 /* The gradient store lists only the leaves that received a gradient, in the order they got
  * it: iteration is O(leaves with gradients). */
 SG_API int64_t sg_grads_count(const sg_ctx *ctx);                /* -1 for ctx NULL */

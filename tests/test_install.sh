@@ -29,6 +29,31 @@ cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$
 cmake --build "$tmp/consumer" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer"
 
+# The MPI module, when the build has it: sgrad_dist.pc and find_package(sgrad COMPONENTS
+# dist), each program run on 2 ranks.
+if [ -f "$libdir/pkgconfig/sgrad_dist.pc" ]; then
+    if pkg-config --libs sgrad_dist | grep -q rpath; then
+        echo "install: sgrad_dist.pc puts an rpath into its users' links"; exit 1
+    fi
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export LSAN_OPTIONS="suppressions=$src/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+    export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+    mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2
+         -x LD_LIBRARY_PATH="$libdir" -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose
+         -x PMIX_MCA_mca_base_component_disable_dlclose)
+    # shellcheck disable=SC2046,SC2086
+    "$cc" -std=c11 $san "$src/tests/install_consumer_dist.c" -o "$tmp/dist_pkgconfig" \
+        $(pkg-config --cflags --libs sgrad_dist) -lm
+    timeout 120 "${mpi[@]}" "$tmp/dist_pkgconfig"
+    cmake -S "$src/tests/install_consumer_dist" -B "$tmp/consumer_dist" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+        -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" >/dev/null
+    cmake --build "$tmp/consumer_dist" >/dev/null
+    timeout 120 "${mpi[@]}" "$tmp/consumer_dist/consumer_dist"
+    echo "install: sgrad_dist found by pkg-config and by find_package(sgrad COMPONENTS dist), run on 2 ranks"
+else
+    echo "install: no MPI module in this build (SGRAD_MPI=OFF), sgrad_dist not checked"
+fi
+
 # The programs, when the build has them (SGRAD_BUILD_TOOLS, on by default).
 if grep -q '^SGRAD_BUILD_TOOLS:BOOL=OFF' "$build/CMakeCache.txt"; then
     echo "install: programs not built here (SGRAD_BUILD_TOOLS=OFF), not checked"

@@ -26,6 +26,8 @@ check() {
         if [ "$own" -lt 0 ]; then echo "layers: $rel is in no layer (see src/README.md)"; bad=1; continue; fi
         while IFS= read -r inc; do
             [ "$inc" = sgrad.h ] && continue
+            # the dist layer's public header (include/), for src/dist only
+            if [ "$inc" = sgrad_dist.h ] && [ "$own" = 6 ]; then continue; fi
             r=$(rank "$inc")
             if [ "$r" -lt 0 ]; then
                 echo "layers: $rel includes \"$inc\", which is no layer's private header"; bad=1
@@ -48,17 +50,19 @@ if check "$tmp" >/dev/null; then echo "layers: the checker missed a planted upwa
 check "$here/src"
 echo "layers: $(find "$here/src" -name '*.[ch]' | wc -l) files, no upward include"
 
+# The objects of libsgrad and, when built, of libsgrad_dist (src/dist, rank 6).
 objdir=${1:+$1/CMakeFiles/sgrad_objects.dir/src}
+distdir=${1:+$1/CMakeFiles/sgrad_dist_objects.dir/src}
 if [ -n "$objdir" ] && [ -d "$objdir" ] && command -v nm >/dev/null; then
     : >"$tmp/defs"
     : >"$tmp/uses"
     while IFS= read -r o; do
-        rel=${o#"$objdir"/}
+        case $o in "$objdir"/*) rel=${o#"$objdir"/} ;; *) rel=${o#"$distdir"/} ;; esac
         rel=${rel%.o}
         r=$(rank "$rel")
         nm --defined-only "$o" | awk -v r="$r" '$2 ~ /^[TDBR]$/ {print $3, r}' >>"$tmp/defs"
         nm -u "$o" | awk -v r="$r" -v f="$rel" '$2 ~ /^sg_/ {print $2, r, f}' >>"$tmp/uses"
-    done < <(find "$objdir" -name '*.o' | sort)
+    done < <(find "$objdir" ${distdir:+$( [ -d "$distdir" ] && echo "$distdir")} -name '*.o' | sort)
     if ! awk 'NR == FNR { rank[$1] = $2; next }
               ($1 in rank) && rank[$1] > $2 {
                   printf "layers: %s (rank %d) calls %s, defined in rank %d\n", $3, $2, $1, rank[$1]; bad = 1 }

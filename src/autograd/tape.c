@@ -139,6 +139,31 @@ sg_tensor *sg_grads_param(const sg_ctx *ctx, int64_t i)
 
 sg_tensor *sg_tensor_grad(const sg_tensor *t) { return t ? t->grad : NULL; }
 
+int sg_tensor_set_grad(sg_tensor *t, sg_tensor *grad)
+{
+    if (!t) return SG_ERR_NULL;
+    sg_ctx *ctx = t->ctx;
+    if (!grad) return sg__failc(ctx, SG_ERR_NULL, "sg_tensor_set_grad: NULL gradient");
+    if (grad->ctx != ctx)
+        return sg__failc(ctx, SG_ERR_ARG, "sg_tensor_set_grad: gradient of another context");
+    if (!sg__same_shape(t, grad) || grad->dtype != t->dtype) {
+        char a[64], b[64];
+        return sg__failc(ctx, SG_ERR_SHAPE, "sg_tensor_set_grad: gradient %s does not match tensor %s",
+                         sg__shape_str(grad, a, sizeof a), sg__shape_str(t, b, sizeof b));
+    }
+    if (t->node) return sg__failc(ctx, SG_ERR_ARG, "sg_tensor_set_grad: not a leaf tensor");
+    if (!t->requires_grad)
+        return sg__failc(ctx, SG_ERR_STATE, "sg_tensor_set_grad: tensor does not require grad");
+    if (!t->in_store) {
+        int rc = store_add(ctx, t);
+        if (rc) return rc;
+    }
+    t->grad = grad;
+    t->grad_owned = false;
+    t->rows_unique_lb = grad->layout == SG_COO && grad->coalesced ? grad->nnz : 0;
+    return SG_OK;
+}
+
 void sg_tape_reset(sg_ctx *ctx)
 {
     if (!ctx) return;

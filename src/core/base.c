@@ -103,6 +103,12 @@ void sg_ctx_clear_error(sg_ctx *ctx)
     ctx->message[0] = '\0';
 }
 
+int sg_ctx_set_error(sg_ctx *ctx, int status, const char *message)
+{
+    if (!ctx) return SG_ERR_NULL;
+    return sg__failc(ctx, status, "%s", message ? message : "");
+}
+
 int sg_ctx_threads(const sg_ctx *ctx) { return ctx ? ctx->threads : -1; }
 
 void sg_ctx_set_threads(sg_ctx *ctx, int threads)

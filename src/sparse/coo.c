@@ -5,32 +5,36 @@
  * rows are strictly increasing. Nothing here is recorded on the tape. */
 #include "sparse/sparse.h"
 
-sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
-                      int sparse_dim, int64_t nnz, const int64_t *indices, const void *values)
+/* Validates a COO tensor's parts given by the user (fn names the caller in messages) and
+ * builds it, persistent or on the tape, with copies of them. */
+static sg_tensor *coo_from_user(sg_ctx *ctx, const char *fn, bool persistent, sg_dtype dtype,
+                                int ndim, const int64_t *shape, int sparse_dim, int64_t nnz,
+                                const int64_t *indices, const void *values)
 {
     if (!ctx) return NULL;
     if (!sg__is_float(dtype))
-        return sg__fail(ctx, SG_ERR_DTYPE, "sg_coo_new: values must be f32 or f64");
+        return sg__fail(ctx, SG_ERR_DTYPE, "%s: values must be f32 or f64", fn);
     if (ndim < 1 || ndim > SG_MAX_DIMS || !shape)
-        return sg__fail(ctx, SG_ERR_SHAPE, "sg_coo_new: ndim %d outside 1..%d (or NULL shape)",
+        return sg__fail(ctx, SG_ERR_SHAPE, "%s: ndim %d outside 1..%d (or NULL shape)", fn,
                         ndim, SG_MAX_DIMS);
     if (sparse_dim < 1 || sparse_dim > ndim)
-        return sg__fail(ctx, SG_ERR_SHAPE, "sg_coo_new: sparse_dim %d outside 1..%d", sparse_dim, ndim);
-    if (nnz < 0) return sg__fail(ctx, SG_ERR_SHAPE, "sg_coo_new: negative nnz %lld", (long long)nnz);
+        return sg__fail(ctx, SG_ERR_SHAPE, "%s: sparse_dim %d outside 1..%d", fn, sparse_dim, ndim);
+    if (nnz < 0) return sg__fail(ctx, SG_ERR_SHAPE, "%s: negative nnz %lld", fn, (long long)nnz);
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0)
-            return sg__fail(ctx, SG_ERR_SHAPE, "sg_coo_new: dimension %d is negative", d);
+            return sg__fail(ctx, SG_ERR_SHAPE, "%s: dimension %d is negative", fn, d);
     if (nnz > 0 && (!indices || !values))
-        return sg__fail(ctx, SG_ERR_NULL, "sg_coo_new: NULL indices or values");
+        return sg__fail(ctx, SG_ERR_NULL, "%s: NULL indices or values", fn);
     for (int d = 0; d < sparse_dim; d++)
         for (int64_t e = 0; e < nnz; e++) {
             int64_t i = indices[(int64_t)d * nnz + e];
             if (i < 0 || i >= shape[d])
                 return sg__fail(ctx, SG_ERR_INDEX,
-                                "sg_coo_new: index %lld of entry %lld is outside [0, %lld) in dim %d",
+                                "%s: index %lld of entry %lld is outside [0, %lld) in dim %d", fn,
                                 (long long)i, (long long)e, (long long)shape[d], d);
         }
-    sg_tensor *t = sg__coo_new_persistent(ctx, dtype, ndim, shape, sparse_dim, nnz);
+    sg_tensor *t = persistent ? sg__coo_new_persistent(ctx, dtype, ndim, shape, sparse_dim, nnz)
+                              : sg__coo_alloc(ctx, dtype, ndim, shape, sparse_dim, nnz);
     if (!t) return NULL;
     int64_t rowsize = sg__coo_rowsize(t);
     if (nnz > 0) {
@@ -41,6 +45,20 @@ sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shap
     for (int64_t e = 1; e < nnz && sorted; e++) sorted = sg__coo_row(t, e - 1) < sg__coo_row(t, e);
     t->coalesced = sorted;
     return t;
+}
+
+sg_tensor *sg_coo_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                      int sparse_dim, int64_t nnz, const int64_t *indices, const void *values)
+{
+    return coo_from_user(ctx, "sg_coo_new", true, dtype, ndim, shape, sparse_dim, nnz, indices,
+                         values);
+}
+
+sg_tensor *sg_coo_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                          int sparse_dim, int64_t nnz, const int64_t *indices, const void *values)
+{
+    return coo_from_user(ctx, "sg_coo_new_tmp", false, dtype, ndim, shape, sparse_dim, nnz,
+                         indices, values);
 }
 
 int sg_coo_sparse_dim(const sg_tensor *t) { return t && t->layout == SG_COO ? t->sparse_dim : -1; }

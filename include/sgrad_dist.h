@@ -1,0 +1,139 @@
+/* sgrad_dist: data-parallel training over MPI, the optional module of sgrad (library
+ * sgrad_dist, pkg-config sgrad_dist, CMake sgrad::sgrad_dist). Built only when MPI is
+ * found; it is a client of sgrad.h alone, and sgrad itself never links MPI.
+ *
+ * Every rank runs the same program on its own share of the batch: sg_backward, then
+ * sg_dist_reduce_grads (collective: every rank of the communicator calls it with the same
+ * parameters in the same order), then sg_optim_step. Afterwards every rank holds the same
+ * gradients, hence takes the same step.
+ *
+ * Determinism: the reduced gradient of each parameter is the sum of the ranks' gradients
+ * in rank order, ((g0 + g1) + g2) + ..., element by element, then (by default) divided by
+ * the rank count; MPI's own reductions, whose order MPI does not fix, are never used for
+ * values. So it is bitwise identical for any thread count and for every rank, and equals
+ * what one process gets by adding the ranks' gradients as dense arrays in rank order
+ * (each rank's duplicate rows summed first, in their order) and dividing by the rank
+ * count (with coalesce_local 0: accumulating every rank's gradient on one tape, in rank
+ * order, and coalescing).
+ *
+ * - A dense gradient goes through a reduce-scatter (MPI_Alltoallv: rank j receives every
+ *   rank's j-th slice and sums it in rank order) and an MPI_Allgatherv of the sums, in
+ *   buckets of at most bucket_bytes (small parameters share one bucket).
+ * - A row-sparse gradient (COO, sparse_dim 1) is coalesced locally (by default), then its
+ *   (indices, values) are exchanged with MPI_Allgatherv and summed in rank order: the
+ *   result is a coalesced COO gradient of the rows any rank touched, O(rows touched).
+ * - The rule: the sparse exchange is used when it sends no more bytes than the dense one
+ *   would, N (8 + D s) <= 2 (V D s + ceil(V / 8)), with N the entries summed over ranks,
+ *   V x D the parameter, s the value size, 8 the int64 index; the left side is P / (P - 1)
+ *   times the bytes a rank sends on average in the allgather, the right side P / (P - 1)
+ *   times the bytes of the reduce-scatter + allgather of the table plus a bitmap of the
+ *   rows touched (reduced with MPI_BOR, exact in any order). Otherwise the dense exchange
+ *   runs and the result is the same coalesced COO gradient of the rows some rank touched
+ *   (values equal to the sparse exchange's, but for the sign of a zero), so the choice
+ *   changes bytes, never the optimizer's semantics (LazyAdam and Adagrad still step only
+ *   touched rows).
+ * - A parameter with no gradient on a rank contributes zeros there; one that got a dense
+ *   gradient on some rank is exchanged dense and gets a dense gradient everywhere.
+ * - Before any value moves, one small allgather compares every rank's parameter count and
+ *   each parameter's dtype and shape: a disagreement gives every rank the same error
+ *   (no rank hangs waiting for a message that never comes). Two parameters of one shape
+ *   given in different orders cannot be told apart by this check.
+ *
+ * Failures of MPI itself (a rank that died, a broken connection) come back as SG_ERR_IO
+ * with MPI's message: the module duplicates the communicator and sets MPI_ERRORS_RETURN
+ * on its copy. Whether MPI then returns or the runtime ends the job is up to the MPI
+ * implementation (Open MPI 4 ends the job when a rank exits without MPI_Finalize).
+ */
+#ifndef SGRAD_DIST_H
+#define SGRAD_DIST_H
+
+#include <mpi.h>
+
+#include "sgrad.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_dist sg_dist;
+
+typedef enum {
+    SG_DIST_AUTO,         /* the byte rule above */
+    SG_DIST_FORCE_SPARSE, /* row-sparse gradients always exchanged sparse */
+    SG_DIST_FORCE_DENSE   /* always dense (the rows touched still travel as a bitmap) */
+} sg_dist_sparse_mode;
+
+typedef struct {
+    int average;           /* 1 (default): divide the sum by the rank count, as PyTorch
+                              DDP does, so a per-rank mean loss gives the global mean's
+                              gradient; 0: the plain sum */
+    int coalesce_local;    /* 1 (default): sum duplicate rows on each rank before sending;
+                              0: send the entries as they are (more bytes; a row's entries
+                              are then summed in rank, then entry order, which may round
+                              differently from summing each rank's first) */
+    sg_dist_sparse_mode sparse_mode;
+    size_t bucket_bytes;   /* cap of a dense bucket; 0: 25 MiB (PyTorch DDP's default) */
+} sg_dist_opts;
+#define SG_DIST_OPTS_DEFAULT {1, 1, SG_DIST_AUTO, 0}
+
+/* A handle for gradient exchange over comm (an intracommunicator; duplicated, so the
+ * caller's communicator and its error handler are untouched). Collective over comm. opts
+ * NULL: SG_DIST_OPTS_DEFAULT. MPI must be initialised. Returns NULL on error, recorded on
+ * ctx: SG_ERR_NULL, SG_ERR_ARG (bad options), SG_ERR_STATE (MPI not initialised),
+ * SG_ERR_IO (MPI failed), SG_ERR_NOMEM. */
+SG_API sg_dist *sg_dist_new(sg_ctx *ctx, MPI_Comm comm, const sg_dist_opts *opts);
+/* Frees the handle and its communicator (collective, as MPI_Comm_free). NULL: no-op. Free
+ * it before sg_ctx_free of its context and before MPI_Finalize. */
+SG_API void sg_dist_free(sg_dist *d);
+SG_API int sg_dist_rank(const sg_dist *d); /* -1 for d NULL */
+SG_API int sg_dist_size(const sg_dist *d); /* -1 for d NULL */
+
+/* Replaces the gradient of each of params[0..n) (persistent dense f32/f64 leaves that
+ * require grad, the same list on every rank) by the reduced gradient described above: a
+ * tape tensor (dense, or coalesced COO) set with sg_tensor_set_grad, living until
+ * sg_tape_reset. A parameter no rank has a gradient for is left without one. Collective.
+ * Errors (the same on every rank, nothing changed): SG_ERR_NULL, SG_ERR_ARG (n < 0,
+ * a tensor of another context), SG_ERR_STATE (the ranks disagree on n, or a parameter
+ * does not require grad), SG_ERR_SHAPE / SG_ERR_DTYPE (the ranks disagree on parameter i's
+ * shape / dtype; the message names i and the ranks), SG_ERR_INDEX (an index received out
+ * of range). SG_ERR_IO (MPI failed) and SG_ERR_NOMEM may leave some gradients replaced and
+ * others not (the ranks may then disagree: stop training). */
+SG_API int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n);
+
+typedef enum {
+    SG_DIST_NONE,  /* no rank had a gradient */
+    SG_DIST_DENSE, /* dense gradient, dense exchange */
+    SG_DIST_SPARSE_AS_SPARSE, /* row-sparse, exchanged as (indices, values) */
+    SG_DIST_SPARSE_AS_DENSE   /* row-sparse, exchanged dense by the rule (or forced) */
+} sg_dist_choice;
+
+/* What the last sg_dist_reduce_grads did, for this rank. Bytes are payload bytes this
+ * rank handed to MPI for other ranks (what MPI's algorithms put on the wire may differ). */
+typedef struct {
+    int64_t reduces;           /* calls that succeeded so far */
+    int64_t n_params;
+    uint64_t bytes_sent;       /* values, indices and bitmaps, this rank */
+    uint64_t bytes_check;      /* the agreement check's allgather, this rank */
+    uint64_t bytes_all_dense;  /* what this rank would have sent had every gradient been
+                                  exchanged dense */
+    double seconds;            /* wall time of the call */
+} sg_dist_stats;
+
+typedef struct {
+    sg_dist_choice choice;
+    int64_t nnz_total;    /* entries summed over ranks (row-sparse; 0 otherwise) */
+    int64_t rows_out;     /* rows of the reduced COO gradient (row-sparse) */
+    uint64_t bytes_sent;  /* this rank, for this parameter */
+    uint64_t bytes_sparse_est; /* the rule's two sides, in bytes: N (8 + D s) */
+    uint64_t bytes_dense_est;  /* and 2 (V D s + ceil(V / 8)) (row-sparse only) */
+} sg_dist_param_stats;
+
+/* Stats of the last reduce; SG_ERR_NULL for a NULL argument. */
+SG_API int sg_dist_stats_get(const sg_dist *d, sg_dist_stats *out);
+/* Parameter i of the last reduce (i in [0, n_params)); SG_ERR_ARG out of range. */
+SG_API int sg_dist_param_stats_get(const sg_dist *d, int64_t i, sg_dist_param_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

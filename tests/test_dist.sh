@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# sg_dist under mpirun on loopback: tests/dist/test_dist.c with 2 ranks and with 4
+# (oversubscribed on a 2-core machine), then a job whose rank 1 exits at once must end
+# with a non-zero status within a timeout instead of hanging (Open MPI 4 ends the whole
+# job when a rank exits without MPI_Finalize; the survivors may also see an error first).
+# Skips (exit 77) when the build has no MPI module (SGRAD_MPI off: no libopenmpi-dev).
+set -euo pipefail
+build=${1:-build}
+bin=$build/tests/test_dist
+if [ ! -x "$bin" ]; then
+    echo "SKIP test_dist: this build has no MPI module (SGRAD_MPI=OFF; apt-get install libopenmpi-dev openmpi-bin)"
+    exit 77
+fi
+if ! command -v mpirun >/dev/null; then
+    echo "SKIP test_dist: no mpirun (apt-get install openmpi-bin)"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Loopback only, shared memory without the kernel's cross-memory attach (containers).
+mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none
+     -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose -x PMIX_MCA_mca_base_component_disable_dlclose)
+# Open MPI's own allocations outlive MPI_Finalize; only those are suppressed under ASan.
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+for np in 2 4; do
+    timeout 300 "${mpi[@]}" -np "$np" "$bin"
+done
+# sgrad-bench dist at tiny sizes on 2 ranks: one JSON line with the fields it promises,
+# and the sparse exchange chosen and sending fewer bytes than the dense one would.
+if [ -x "$build/sgrad-bench" ]; then
+    line=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-bench" --quick dist)
+    python3 - "$line" <<'PY'
+import json, sys
+o = json.loads(sys.argv[1])
+for k in ("bench", "case", "params", "ms", "ref_ms", "ratio", "threads", "bytes_sent_rank0",
+          "bytes_dense_alternative_rank0", "rule_sparse_bytes", "rule_dense_bytes", "choice"):
+    assert k in o, f"no field {k}: {o}"
+assert o["bench"] == "dist" and o["params"]["ranks"] == 2 and o["ms"] > 0, o
+assert o["choice"] == "sparse" and 0 < o["bytes_sent_rank0"] < o["bytes_dense_alternative_rank0"], o
+PY
+    echo "test_dist: sgrad-bench --quick dist ran on 2 ranks"
+fi
+status=0
+start=$(date +%s)
+timeout 60 "${mpi[@]}" -np 3 "$bin" die >/dev/null 2>&1 || status=$?
+took=$(( $(date +%s) - start ))
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
+    echo "test_dist: a job with a dead rank ended with status $status after ${took} s (wanted an error before the 60 s timeout)"
+    exit 1
+fi
+echo "test_dist: a dead rank ended the job with status $status after ${took} s"
+echo "1 passed, 0 failed"
