@@ -178,6 +178,13 @@ _SIGNATURES = {
     "sg_optim_state": (P, [P, P, c_int, ctypes.POINTER(c_char_p)]),
     "sg_clip_grad_norm": (c_int, [P, c_double, ctypes.POINTER(c_double)]),
     "sg_clip_grad_value": (c_int, [P, c_double]),
+    "sg_wordvec_write": (c_int, [c_char_p, P, ctypes.POINTER(c_char_p), c_int]),
+    "sg_wordvec_read": (P, [P, c_char_p, c_int]),
+    "sg_wordvec_free": (None, [P]),
+    "sg_wordvec_count": (c_int64, [P]),
+    "sg_wordvec_dim": (c_int64, [P]),
+    "sg_wordvec_word": (c_char_p, [P, c_int64]),
+    "sg_wordvec_vectors": (P, [P]),
 }
 # Binary and unary ops share two signatures.
 for _name in ("add", "sub", "mul", "div", "matmul", "rowdot", "cross_entropy",
