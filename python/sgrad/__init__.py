@@ -23,7 +23,7 @@ from ._lib import lib
 
 __all__ = ["Context", "Tensor", "Error", "StaleTensorError", "from_numpy", "coo", "no_grad",
            "clip_grad_norm", "clip_grad_value", "gradcheck", "default_context", "Word2Vec",
-           "KeyedVectors"]
+           "KeyedVectors", "optim"]
 
 __version__ = lib.sg_version().decode()
 
@@ -64,8 +64,10 @@ for _code, (_cls_name, _builtin) in enumerate(_ERRORS, start=1):
     _cls = type(_cls_name, (Error, _builtin), {
         "status": _code, "__doc__": "SG_ERR_*: " + lib.sg_status_string(_code).decode()})
     _ERROR_OF[_code] = _cls
-    globals()[_cls_name] = _cls
     __all__.append(_cls_name)
+(OutOfMemoryError, NullError, ShapeError, DtypeError, LayoutError, IndexRangeError,
+ ArgumentError, InvalidValueError, StateError, InputOutputError, FormatError,
+ GradcheckError) = (_ERROR_OF[c] for c in range(1, len(_ERRORS) + 1))
 
 
 def _raise(ctxp, what, status=None):
@@ -92,7 +94,7 @@ class Context:
                             seed=seed)
         self._ptr = lib.sg_ctx_new(ctypes.byref(opts))
         if not self._ptr:
-            raise OutOfMemoryError("sg_ctx_new failed", 1)  # noqa: F821 (made above)
+            raise OutOfMemoryError("sg_ctx_new failed", 1)
         self._generation = 0   # tape resets so far; tape tensors remember theirs
         self._step_refs = []   # everything an op was given, kept until the reset
         self._grad_disabled = 0
@@ -272,7 +274,7 @@ class Tensor:
         its optimizer). Later use raises StaleTensorError. If the current step's tape
         uses the tensor, the C tensor is freed at the next tape_reset instead."""
         if not self._persistent:
-            raise Error("free(): step tensors die at tape_reset", 7)
+            raise ArgumentError("free(): step tensors die at tape_reset", 7)
         if self._freed:
             return
         self._h()
@@ -413,7 +415,7 @@ class Tensor:
     def _coo_part(self, fn):
         h = self._h()
         if lib.sg_tensor_layout(h) != COO:
-            raise LayoutError("not a COO tensor", 5)  # noqa: F821
+            raise LayoutError("not a COO tensor", 5)
         part = Tensor(self._ctx, fn(h), self._persistent, owner=self)
         part._generation = self._generation
         return part._copy_out(part._ptr)
@@ -550,7 +552,7 @@ def coo(indices, values, shape, ctx=None, requires_grad=False):
     ctx = ctx or default_context()
     idx = np.ascontiguousarray(indices, dtype=np.int64)
     if idx.ndim != 2:
-        raise ShapeError("coo: indices must be (sparse_dim, nnz)", 3)  # noqa: F821
+        raise ShapeError("coo: indices must be (sparse_dim, nnz)", 3)
     val = np.ascontiguousarray(values)
     if val.dtype not in (np.float32, np.float64):
         val = val.astype(np.float64)
@@ -571,15 +573,18 @@ def _ctx_of(*xs):
 
 
 def _tensor_arg(ctx, x, dtype=None):
-    """x as a Tensor of ctx: Tensors as they are, arrays and scalars copied into a step
-    tensor (dtype: x's own if supported, else the given one). Kept alive until the reset."""
+    """x as a Tensor of ctx: Tensors as they are, arrays and numbers copied into a step
+    tensor (numbers and float arrays in dtype when given, else x's own dtype if supported,
+    float64 / int64 otherwise). Kept alive until the reset."""
     if isinstance(x, Tensor):
         x._h()
         ctx._step_refs.append(x)
         return x
     a = np.asarray(x)
-    if isinstance(x, (int, float)) or a.dtype not in _SG_OF:
-        a = a.astype(dtype if dtype is not None else _as_supported_dtype(a.dtype))
+    if dtype is not None and (isinstance(x, (int, float)) or a.dtype.kind == "f"):
+        a = a.astype(dtype)  # numbers and float arrays take the tensor operand's dtype
+    elif a.dtype not in _SG_OF:
+        a = a.astype(_as_supported_dtype(a.dtype))
     a = np.ascontiguousarray(a)
     p = lib.sg_tensor_new_tmp(ctx._handle(), _SG_OF[a.dtype], a.ndim, _shape_arg(a.shape))
     if not p:
@@ -748,7 +753,7 @@ def embedding_bag(W, idx, offsets, mode="mean", per_sample_weights=None, padding
     psw = None if per_sample_weights is None else _tensor_arg(ctx, per_sample_weights,
                                                               tw.dtype)._h()
     if mode not in _BAG_MODES:
-        raise ArgumentError("embedding_bag: mode must be sum, mean or max", 7)  # noqa: F821
+        raise ArgumentError("embedding_bag: mode must be sum, mean or max", 7)
     opts = _lib.EmbeddingBagOpts(_BAG_MODES[mode], psw, -1 if padding_idx is None
                                  else padding_idx, 1 if include_last_offset else 0,
                                  _optim_ptr(fused))
@@ -862,7 +867,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, masked=False, raise_ex
     if rc == 12 and not raise_exception:
         return False
     if rc == 12:
-        raise GradcheckError(  # noqa: F821
+        raise GradcheckError(
             "gradcheck failed: input %d element %d (output %d): analytical %.10g, "
             "numerical %.10g, max abs error %.3g" % (res.input, res.element, res.output,
                                                      res.analytical, res.numerical,
@@ -870,5 +875,5 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, masked=False, raise_ex
     _raise(ctx._ptr, "gradcheck", rc)
 
 
-from . import optim  # noqa: E402  (needs the names above)
+from . import optim  # noqa: E402,F401  (needs the names above)
 from .word2vec import Word2Vec, KeyedVectors  # noqa: E402

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from . import _lib, _raise, Tensor, default_context, F32
+from . import _raise, Tensor, default_context, F32
 from ._lib import lib
 
 
