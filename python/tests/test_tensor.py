@@ -133,7 +133,8 @@ def test_operators_against_numpy():
     for got, want in ((x + y, a + b), (x - y, a - b), (x * y, a * b), (x / y, a / b),
                       (x @ y, a @ b), (-x, -a), (2.0 - x, 2.0 - a), (1.0 / x, 1.0 / a),
                       (x + 1.0, a + 1.0), (x * 3.0, a * 3.0), (b @ x, b @ a),
-                      (x.T, a.T), (x[1:2], a[1:2]), (x.sum(0), a.sum(0))):
+                      (x.T, a.T), (x[1:2], a[1:2]), (x.sum(0), a.sum(0)), (b * x, b * a)):
+        assert isinstance(got, sgrad.Tensor)  # also with an ndarray on the left
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-15)
 
 
