@@ -1,4 +1,4 @@
-# Thin wrapper over CMake: `make`, `make test`, `make demo`, `make bench`.
+# Thin wrapper over CMake: `make`, `make test`, `make python`, `make demo`, `make bench`.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 CLANG ?= clang
@@ -14,13 +14,19 @@ test: WERROR = ON
 TSAN_SKIP = $(shell sh cmake/probe-clang.sh $(CLANG) tsan)
 FUZZ_SKIP = $(shell sh cmake/probe-clang.sh $(CLANG) fuzz)
 
-.PHONY: all build asan tsan fuzz test demo bench clean
+.PHONY: all build python asan tsan fuzz test demo bench clean
 
 all: build
 
 build:
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DSGRAD_WERROR=$(WERROR)
 	$(CMAKE) --build build -j $(JOBS)
+
+# What the Python package (python/sgrad, ctypes) needs: build/libsgrad.so, which it finds
+# by itself; nothing is compiled for Python.
+python:
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release -DSGRAD_WERROR=$(WERROR)
+	$(CMAKE) --build build -j $(JOBS) --target sgrad_shared
 
 # ASan + UBSan over everything, programs included (gcc or the default compiler).
 asan:

@@ -33,6 +33,7 @@ extern "C" {
 
 #define SG_VERSION_MAJOR 0
 #define SG_VERSION_MINOR 1
+#define SG_VERSION_PATCH 0
 #define SG_MAX_DIMS 4
 
 /* ---------------------------------------------------------------- status codes */
@@ -62,6 +63,10 @@ typedef enum {
 
 /* A static string for a status code; "unknown status" for codes outside the list. */
 SG_API const char *sg_status_string(int status);
+/* The library's version as a static string "MAJOR.MINOR.PATCH" (the SG_VERSION_* of the
+ * header it was built with, and CMake's project version): lets a client that loads the
+ * shared library at run time (the Python package) ask which one it got. */
+SG_API const char *sg_version(void);
 
 /* ---------------------------------------------------------------- context */
 
@@ -146,6 +151,16 @@ SG_API sg_tensor *sg_tensor_new(sg_ctx *ctx, sg_dtype dtype, int ndim, const int
 /* Same, with data copied from `data` (numel elements of dtype). */
 SG_API sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
                                const void *data);
+/* A persistent dense tensor over the caller's memory, without a copy: `data` holds numel
+ * elements of dtype, row-major, aligned to the element size. The tensor borrows it:
+ * sg_tensor_free (and sg_ctx_free) frees only the tensor, never data. Lifetime rule: data
+ * must stay valid (and not be freed or moved) until the tensor is freed, or its context;
+ * whatever the library writes to the tensor (an optimizer step on it as a parameter, a
+ * fill, a checkpoint load) lands in data. Otherwise it is a tensor like sg_tensor_new's:
+ * it can require grad and be an optimizer's parameter. Errors: SG_ERR_NULL (data NULL),
+ * SG_ERR_ARG (data not aligned to the element size), as sg_tensor_new for the rest. */
+SG_API sg_tensor *sg_tensor_wrap(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape,
+                                 void *data);
 /* A tape tensor of zeros: lives in the step arena until sg_tape_reset (no malloc in a
  * steady-state step). For per-step inputs such as index batches. Using a tape tensor after
  * the reset is an error the library cannot see (its memory holds the next step's data);

@@ -488,4 +488,76 @@ TEST(deferred_work_runs_after_the_traversal)
     sg_ctx_free(ctx);
 }
 
+TEST(wrapped_memory_is_a_parameter_that_the_library_never_frees)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    double *buf = malloc(6 * sizeof *buf);
+    for (int i = 0; i < 6; i++) buf[i] = i + 1;
+    sg_tensor *w = sg_tensor_wrap(ctx, SG_F64, 2, (int64_t[]){2, 3}, buf);
+    CHECK(w && sg_tensor_data(w) == buf && sg_tensor_numel(w) == 6);
+    CHECK(sg_tensor_requires_grad(w, 1) == w);
+    sg_optim *opt = sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.5});
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, w), SG_OK);
+    /* loss = sum(w * w): gradient 2 w, so one SGD step at lr 0.5 leaves w - w = 0 */
+    CHECK_STATUS(ctx, sg_backward(sg_sum(sg_mul(w, w))), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+    sg_tape_reset(ctx);
+    for (int i = 0; i < 6; i++) CHECK_NEAR(buf[i], 0.0, 0);
+    sg_tensor_free(w); /* unregisters it and frees the header only */
+    CHECK(sg_optim_param_count(opt) == 0);
+    sg_optim_free(opt);
+    buf[5] = 7; /* still ours: ASan would report a use after free here */
+    CHECK(buf[5] == 7);
+    /* a wrapped tensor left to sg_ctx_free: the context frees the header, not buf */
+    CHECK(sg_tensor_wrap(ctx, SG_F64, 1, (int64_t[]){6}, buf) != NULL);
+    sg_ctx_free(ctx);
+    free(buf);
+}
+
+TEST(wrap_refuses_bad_memory_and_changes_nothing)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    int64_t buf[4] = {0};
+    size_t before = sg_ctx_mem_stats(ctx).bytes_in_use;
+    CHECK(!sg_tensor_wrap(ctx, SG_F64, 1, (int64_t[]){2}, (char *)buf + 4));
+    CHECK(sg_ctx_status(ctx) == SG_ERR_ARG && strstr(sg_ctx_message(ctx), "aligned"));
+    CHECK(!sg_tensor_wrap(ctx, SG_F32, 1, (int64_t[]){2}, (char *)buf + 2));
+    CHECK(sg_ctx_status(ctx) == SG_ERR_ARG);
+    CHECK(!sg_tensor_wrap(ctx, SG_F32, 1, (int64_t[]){2}, NULL));
+    CHECK(sg_ctx_status(ctx) == SG_ERR_NULL);
+    CHECK(!sg_tensor_wrap(ctx, SG_F32, 1, (int64_t[]){-1}, buf));
+    CHECK(sg_ctx_status(ctx) == SG_ERR_SHAPE);
+    CHECK(!sg_tensor_wrap(NULL, SG_F32, 1, (int64_t[]){2}, buf));
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == before);
+    /* an f32 tensor needs only 4-byte alignment; integers may be wrapped (no grad) */
+    sg_tensor *t = sg_tensor_wrap(ctx, SG_F32, 1, (int64_t[]){2}, (char *)buf + 4);
+    CHECK(t && sg_tensor_get(t, 0) == 0);
+    sg_tensor *i = sg_tensor_wrap(ctx, SG_I64, 1, (int64_t[]){4}, buf);
+    CHECK(i && !sg_tensor_requires_grad(i, 1) && sg_ctx_status(ctx) == SG_ERR_DTYPE);
+    /* wrapping 1 MiB allocates only a header, and freeing it gives back exactly that */
+    float *big = calloc(1 << 18, sizeof *big);
+    size_t s0 = sg_ctx_mem_stats(ctx).bytes_in_use;
+    sg_tensor *b = sg_tensor_wrap(ctx, SG_F32, 1, (int64_t[]){1 << 18}, big);
+    size_t s1 = sg_ctx_mem_stats(ctx).bytes_in_use;
+    sg_tensor_free(b);
+    CHECK(s1 > s0 && s1 - s0 < 4096);
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == s0);
+    free(big);
+    sg_ctx_free(ctx);
+}
+
+/* The version string against the project version in CMakeLists.txt, read from the file. */
+TEST(version_matches_the_cmake_project)
+{
+    FILE *f = fopen(SG_SOURCE_DIR "/CMakeLists.txt", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    char line[512], want[64] = "";
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "project(sgrad VERSION %63[0-9.]", want) == 1) break;
+    fclose(f);
+    CHECK(want[0] != 0);
+    CHECK(strcmp(sg_version(), want) == 0);
+}
+
 TEST_MAIN()

@@ -680,8 +680,8 @@ TEST(every_listed_op_passes_its_gradcheck_case)
 /* Public functions that return a tensor but record no tape node (constructors, views of a
  * tensor's parts, gradients, optimizer state, the non-differentiable coalesce). */
 static const char *const untaped[] = {
-    "tensor_new", "tensor_from_data", "tensor_new_tmp", "tensor_requires_grad", "coo_new", "coo_new_tmp",
-    "coo_indices", "coo_values", "coalesce", "tensor_grad", "grads_param", "optim_param",
+    "tensor_new", "tensor_from_data", "tensor_wrap", "tensor_new_tmp", "tensor_requires_grad", "coo_new",
+    "coo_new_tmp", "coo_indices", "coo_values", "coalesce", "tensor_grad", "grads_param", "optim_param",
     "optim_state", "wordvec_vectors",
 };
 

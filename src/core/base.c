@@ -24,6 +24,13 @@ const char *sg_status_string(int status)
     return status_strings[status];
 }
 
+#define SG__STR(x) #x
+#define SG__XSTR(x) SG__STR(x)
+const char *sg_version(void)
+{
+    return SG__XSTR(SG_VERSION_MAJOR) "." SG__XSTR(SG_VERSION_MINOR) "." SG__XSTR(SG_VERSION_PATCH);
+}
+
 /* Each allocation carries a 16-byte header holding its size, so frees need no size. */
 #define SG__HDR 16
 

@@ -8,7 +8,8 @@
  *   the context's arena and die at sg_tape_reset; persistent tensors are malloc'd through
  *   the allocator hooks and are linked in ctx->persistent so sg_ctx_free can release them.
  * - Dense tensors are contiguous row-major over `shape`; `data` may point into another
- *   tensor's buffer (views) and then owns_data == 0.
+ *   tensor's buffer (views) and then owns_data == 0, or into the caller's memory
+ *   (sg_tensor_wrap: persistent, borrows_data == 1, owns_data == 0).
  * - A COO tensor keeps `indices` (sparse_dim, nnz) int64 and `values` (nnz, dense dims)
  *   as dense tensors; `shape` is the dense meaning's shape.
  * - `node` is the op that produced a tensor on the current tape (NULL for leaves); the
@@ -45,6 +46,8 @@ struct sg_tensor {
     /* memory */
     bool persistent; /* from the allocator, freed by sg_tensor_free */
     bool owns_data;  /* persistent only: data was allocated with the tensor */
+    bool borrows_data; /* persistent only: data is the caller's (sg_tensor_wrap), never
+                          freed here; owns_data is then 0 */
     bool owner_frees; /* an optimizer's state or a word-vector table: sg_tensor_free refuses
                          it; its owner clears this and frees it */
     sg_tensor *prev_persistent, *next_persistent;

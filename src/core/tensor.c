@@ -1,7 +1,8 @@
 /* Tensors: construction (persistent and tape), accessors, small utilities.
  * Invariants: see core/core.h. Persistent tensors are linked in ctx->persistent and own
- * their data (views never are persistent); a persistent COO tensor owns its indices and
- * values tensors, which are not linked themselves. */
+ * their data or borrow the caller's (sg_tensor_wrap); views never are persistent; a
+ * persistent COO tensor owns its indices and values tensors, which are not linked
+ * themselves. */
 #include "core/core.h"
 
 #include <math.h>
@@ -118,6 +119,24 @@ sg_tensor *sg_tensor_from_data(sg_ctx *ctx, sg_dtype dtype, int ndim, const int6
     if (!data) return sg__fail(ctx, SG_ERR_NULL, "sg_tensor_from_data: NULL data");
     sg_tensor *t = sg_tensor_new(ctx, dtype, ndim, shape);
     if (t) memcpy(t->data, data, (size_t)t->numel * sg_dtype_size(dtype));
+    return t;
+}
+
+sg_tensor *sg_tensor_wrap(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, void *data)
+{
+    if (!ctx) return NULL;
+    if (!data) return sg__fail(ctx, SG_ERR_NULL, "sg_tensor_wrap: NULL data");
+    if (check_shape(ctx, dtype, ndim, shape)) return NULL;
+    size_t esize = sg_dtype_size(dtype);
+    if ((uintptr_t)data % esize)
+        return sg__fail(ctx, SG_ERR_ARG, "sg_tensor_wrap: data %p is not aligned to %zu bytes",
+                        data, esize);
+    sg_tensor *t = sg__malloc(ctx, sizeof *t);
+    if (!t) return NULL;
+    init_header(t, ctx, dtype, ndim, shape);
+    t->data = data;
+    t->borrows_data = true;
+    link_persistent(t);
     return t;
 }
 

@@ -264,7 +264,7 @@ int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
         return sg__failc(ctx, SG_ERR_LAYOUT, "%s: parameters must be dense", opt->name);
     if (!sg__is_float(p->dtype))
         return sg__failc(ctx, SG_ERR_DTYPE, "%s: parameters must be f32 or f64", opt->name);
-    if (!p->persistent || !p->owns_data)
+    if (!p->persistent || !(p->owns_data || p->borrows_data))
         return sg__failc(ctx, SG_ERR_ARG, "%s: parameters must be persistent tensors", opt->name);
     if (p->optim_state)
         return sg__failc(ctx, SG_ERR_STATE, "%s: tensor is already a parameter of an optimizer",

@@ -1,0 +1,153 @@
+"""Word2Vec named as gensim's, trained by the sgrad-w2v PROGRAM.
+
+``sgrad.Word2Vec(corpus_file=...)`` does not train in Python: it runs the sgrad-w2v
+program (SGRAD_W2V, else next to the loaded libsgrad.so or in ../bin of its directory,
+else on PATH) with the word2vec.c flags equivalent to gensim's arguments, has it write
+the binary format to a temporary file, and reads that back with sg_wordvec_read. So the
+vectors are bitwise those of an sgrad-w2v run with the same flags (and, deterministic
+by default, the same for any number of workers).
+
+gensim argument -> sgrad-w2v flag: vector_size -size, window -window, negative -negative,
+sample -sample, min_count -min-count, epochs -iter, sg (1 skip-gram, 0 CBOW) -cbow (0, 1),
+workers -threads, seed -seed, alpha -alpha (None: the program's default, 0.025 for
+skip-gram and 0.05 for CBOW as word2vec.c; gensim uses 0.025 for both), hogwild -hogwild.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from . import _raise, Tensor, default_context, F32
+from ._lib import lib
+
+
+def _find_program():
+    env = os.environ.get("SGRAD_W2V")
+    if env:
+        return env
+    libpath = getattr(lib, "_name", "")
+    if os.sep in libpath:
+        d = os.path.dirname(os.path.realpath(libpath))
+        for cand in (os.path.join(d, "sgrad-w2v"), os.path.join(d, "..", "bin", "sgrad-w2v")):
+            if os.access(cand, os.X_OK):
+                return cand
+    found = shutil.which("sgrad-w2v")
+    if not found:
+        raise FileNotFoundError("sgrad-w2v not found: set SGRAD_W2V, build it (make), or "
+                                "put it on PATH")
+    return found
+
+
+class KeyedVectors:
+    """Words and their vectors, as gensim's KeyedVectors: ``index_to_key``,
+    ``key_to_index``, ``vectors`` ((V, D) float32), ``kv[word]``, ``word in kv``,
+    ``similarity``, ``most_similar``, ``save_word2vec_format``."""
+
+    def __init__(self, words, vectors):
+        self.index_to_key = list(words)
+        self.key_to_index = {w: i for i, w in enumerate(self.index_to_key)}
+        self.vectors = vectors
+        self.vector_size = vectors.shape[1]
+
+    @classmethod
+    def load_word2vec_format(cls, path, binary=None, ctx=None):
+        """Reads word2vec's text or binary format (binary None: detected) with
+        sg_wordvec_read."""
+        ctx = ctx or default_context()
+        wv = lib.sg_wordvec_read(ctx._handle(), os.fsencode(path),
+                                 -1 if binary is None else int(bool(binary)))
+        if not wv:
+            _raise(ctx._ptr, "load_word2vec_format")
+        try:
+            n = lib.sg_wordvec_count(wv)
+            words = [lib.sg_wordvec_word(wv, i).decode("utf-8", "surrogateescape")
+                     for i in range(n)]
+            t = Tensor(ctx, lib.sg_wordvec_vectors(wv), True, owner=wv)
+            vectors = t._copy_out(t._ptr)
+        finally:
+            lib.sg_wordvec_free(wv)
+        return cls(words, vectors)
+
+    def __len__(self):
+        return len(self.index_to_key)
+
+    def __contains__(self, word):
+        return word in self.key_to_index
+
+    def __getitem__(self, word):
+        return self.vectors[self.key_to_index[word]]
+
+    def _unit(self):
+        norms = np.linalg.norm(self.vectors, axis=1, keepdims=True)
+        return self.vectors / np.where(norms > 0, norms, 1)
+
+    def similarity(self, w1, w2):
+        """Cosine similarity of two words."""
+        a, b = self[w1].astype(np.float64), self[w2].astype(np.float64)
+        return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+    def most_similar(self, positive=(), negative=(), topn=10):
+        """The topn words nearest by cosine to the mean of the positive words' unit
+        vectors minus the negative ones' (gensim's rule), the query words left out."""
+        if isinstance(positive, str):
+            positive = [positive]
+        if isinstance(negative, str):
+            negative = [negative]
+        unit = self._unit()
+        q = np.zeros(self.vector_size)
+        for w in positive:
+            q += unit[self.key_to_index[w]]
+        for w in negative:
+            q -= unit[self.key_to_index[w]]
+        q /= max(len(positive) + len(negative), 1)
+        q /= np.linalg.norm(q) or 1
+        sims = unit @ q
+        skip = {self.key_to_index[w] for w in list(positive) + list(negative)}
+        order = [i for i in np.argsort(-sims, kind="stable") if i not in skip][:topn]
+        return [(self.index_to_key[i], float(sims[i])) for i in order]
+
+    def save_word2vec_format(self, path, binary=False, ctx=None):
+        """Writes word2vec's text or binary format atomically (sg_wordvec_write)."""
+        ctx = ctx or default_context()
+        vec = np.ascontiguousarray(self.vectors, dtype=np.float32)
+        shape = (ctypes.c_int64 * 2)(*vec.shape)
+        t = lib.sg_tensor_wrap(ctx._handle(), F32, 2, shape, vec.ctypes.data)
+        if not t:
+            _raise(ctx._ptr, "save_word2vec_format")
+        words = (ctypes.c_char_p * max(len(self), 1))(
+            *[w.encode("utf-8", "surrogateescape") for w in self.index_to_key])
+        try:
+            rc = lib.sg_wordvec_write(os.fsencode(path), t, words, int(bool(binary)))
+            if rc:
+                _raise(ctx._ptr, "save_word2vec_format", rc)
+        finally:
+            lib.sg_tensor_free(t)
+
+
+class Word2Vec:
+    """Trains word vectors by running the sgrad-w2v program (see the module's text);
+    ``.wv`` holds the result. ``.command`` is the command line it ran."""
+
+    def __init__(self, corpus_file, vector_size=100, window=5, negative=5, sample=1e-3,
+                 min_count=5, epochs=5, sg=1, workers=1, seed=1, alpha=None, hogwild=False,
+                 program=None):
+        prog = program or _find_program()
+        with tempfile.TemporaryDirectory(prefix="sgrad-w2v-") as tmp:
+            out = os.path.join(tmp, "vectors.bin")
+            cmd = [prog, "-train", os.fspath(corpus_file), "-output", out, "-binary", "1",
+                   "-size", str(vector_size), "-window", str(window), "-negative",
+                   str(negative), "-sample", repr(float(sample)), "-min-count", str(min_count),
+                   "-iter", str(epochs), "-cbow", "0" if sg else "1", "-threads",
+                   str(workers), "-seed", str(seed), "-hogwild", "1" if hogwild else "0"]
+            if alpha is not None:
+                cmd += ["-alpha", repr(float(alpha))]
+            self.command = cmd
+            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if run.returncode != 0:
+                raise RuntimeError("sgrad-w2v failed (exit %d): %s" % (
+                    run.returncode, run.stderr.decode(errors="replace").strip()))
+            self.log = run.stderr.decode(errors="replace")
+            self.wv = KeyedVectors.load_word2vec_format(out, binary=True)
