@@ -375,6 +375,17 @@ typedef struct {
 SG_API sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts);
 
 typedef enum { SG_BAG_SUM, SG_BAG_MEAN, SG_BAG_MAX } sg_bag_mode;
+/* What the backward gives W's rows.
+ * SG_BAG_GRAD_TRUE: the gradient of the forward (what sg_gradcheck checks).
+ * SG_BAG_GRAD_WORD2VEC (SG_BAG_MEAN only, so never with per_sample_weights): NOT the
+ *   gradient of the forward. Each entry of
+ *   a bag that is not padding receives the bag's whole incoming gradient row, undivided
+ *   by the bag's size, as word2vec.c's CBOW (cbow_mean), gensim and fastText update the
+ *   context words; so a row's gradient is the sum, over the bag entries naming it, of
+ *   their bags' gradient rows, while the true one is that sum divided by each bag's
+ *   size. Padding entries still get nothing and still do not count in the mean. The
+ *   forward is the mean either way. */
+typedef enum { SG_BAG_GRAD_TRUE, SG_BAG_GRAD_WORD2VEC } sg_bag_grad;
 typedef struct {
     sg_bag_mode mode;              /* how a bag's rows combine; default SG_BAG_MEAN (as
                                       PyTorch's EmbeddingBag) */
@@ -389,8 +400,9 @@ typedef struct {
     struct sg_optim *fused;        /* as sg_embedding_opts.fused: the backward applies this
                                       optimizer's update to the rows (deferred to the end
                                       of the backward) and stores no gradient for W */
+    sg_bag_grad grad;              /* the backward's rule for W; default SG_BAG_GRAD_TRUE */
 } sg_embedding_bag_opts;
-#define SG_EMBEDDING_BAG_OPTS_DEFAULT {SG_BAG_MEAN, NULL, -1, 0, NULL}
+#define SG_EMBEDDING_BAG_OPTS_DEFAULT {SG_BAG_MEAN, NULL, -1, 0, NULL, SG_BAG_GRAD_TRUE}
 
 /* W (V,D), idx (N) flat int32/int64, offsets int32/int64 the start of each bag
  * (non-decreasing, offsets[0] == 0; see include_last_offset) -> (B,D). Empty bags (and
@@ -401,7 +413,7 @@ typedef struct {
  * unchanged until sg_tape_reset (W's gradient borrows idx). Errors: SG_ERR_INDEX (idx
  * outside [0,V), offsets outside [0,N]), SG_ERR_ARG (offsets[0] != 0, decreasing offsets,
  * a last offset other than N with include_last_offset, weights outside sum mode, unknown
- * mode, padding_idx outside [0,V) and not -1, fused with a W that is not a parameter of
+ * mode or grad rule, SG_BAG_GRAD_WORD2VEC outside mean mode, padding_idx outside [0,V) and not -1, fused with a W that is not a parameter of
  * that optimizer requiring grad), SG_ERR_SHAPE (also: include_last_offset with no
  * offsets), SG_ERR_DTYPE, SG_ERR_LAYOUT; nothing is recorded on error. */
 SG_API sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,

@@ -214,7 +214,7 @@ typedef struct {
 /* The two ops whose signatures are changing elsewhere: each is called here only. */
 static sg_tensor *call_embedding_bag(sg_tensor *W, const args *a, sg_tensor *per_sample_weights)
 {
-    sg_embedding_bag_opts o = SG_EMBEDDING_BAG_OPTS_DEFAULT; /* unfused */
+    sg_embedding_bag_opts o = SG_EMBEDDING_BAG_OPTS_DEFAULT; /* unfused, the true gradient */
     o.mode = a->mode;
     o.per_sample_weights = per_sample_weights;
     o.padding_idx = a->padding_idx ? a->padding_idx : -1;

@@ -456,6 +456,72 @@ TEST(embedding_bag_fused_update_equals_gradient_and_step)
         }
 }
 
+/* SG_BAG_GRAD_WORD2VEC against a hand-written loop: each row's gradient is the sum, over
+ * the bag entries naming it that are not padding, of their bag's incoming gradient row,
+ * undivided. Bags: one with a repeated row, an empty one, one of padding only (with
+ * padding 6), a single entry. The forward stays the mean; the fused SGD update moves W
+ * by -lr times the same sums; the true rule gives the sums divided by the bag sizes. */
+TEST(embedding_bag_word2vec_rule_matches_a_loop)
+{
+    enum { V = 8, D = 3, N = 10, B = 5 };
+    const int64_t v[N] = {3, 1, 3, 0, 6, 6, 6, 2, 6, 5};
+    const int64_t off[B + 1] = {0, 4, 4, 7, 9, 10}; /* bags [0,4) [4,4) [4,7) [7,9) [9,10) */
+    for (int pad = -1; pad <= 6; pad += 7)
+        for (int last = 0; last < 2; last++)
+            for (int fused = 0; fused < 2; fused++) {
+                sg_ctx *ctx = sg_ctx_new(NULL);
+                sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+                double w0[V * D];
+                memcpy(w0, sg_tensor_f64(W), sizeof w0);
+                sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){B, D});
+                sg_optim *opt = sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.5});
+                CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+                sg_tensor *idx = index_tensor(ctx, last ? SG_I32 : SG_I64, 1, (int64_t[]){N}, v);
+                sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){B + last}, off);
+                sg_embedding_bag_opts o = bag_opts(SG_BAG_MEAN, NULL);
+                o.padding_idx = pad;
+                o.include_last_offset = last;
+                o.fused = fused ? opt : NULL;
+                o.grad = SG_BAG_GRAD_WORD2VEC;
+                sg_tensor *y = sg_embedding_bag(W, idx, offs, &o);
+                CHECK(y != NULL);
+                if (!y) continue;
+                double want[V * D] = {0}, truth[V * D] = {0}, mean_err = 0;
+                for (int b = 0; b < B; b++) {
+                    int cnt = 0;
+                    for (int64_t i = off[b]; i < off[b + 1]; i++) cnt += v[i] != pad;
+                    for (int j = 0; j < D; j++) {
+                        double m = 0;
+                        for (int64_t i = off[b]; i < off[b + 1]; i++)
+                            if (v[i] != pad) m += w0[v[i] * D + j] / cnt;
+                        mean_err = fmax(mean_err, fabs(sg_tensor_f64(y)[b * D + j] - m));
+                    }
+                    for (int64_t i = off[b]; i < off[b + 1]; i++)
+                        for (int j = 0; v[i] != pad && j < D; j++) {
+                            want[v[i] * D + j] += sg_tensor_f64(G)[b * D + j];
+                            truth[v[i] * D + j] += sg_tensor_f64(G)[b * D + j] / cnt;
+                        }
+                }
+                CHECK(mean_err < 1e-15); /* the forward is the mean */
+                CHECK_STATUS(ctx, sg_backward_grad(y, G), SG_OK);
+                double worst = 0, apart = 0;
+                if (fused) {
+                    CHECK(sg_tensor_grad(W) == NULL);
+                    for (int k = 0; k < V * D; k++)
+                        worst = fmax(worst, fabs(sg_tensor_f64(W)[k] - (w0[k] - 0.5 * want[k])));
+                } else {
+                    double *got = tu_meaning(sg_tensor_grad(W), V * D);
+                    for (int k = 0; k < V * D; k++) worst = fmax(worst, fabs(got[k] - want[k]));
+                    for (int k = 0; k < V * D; k++) apart = fmax(apart, fabs(got[k] - truth[k]));
+                    free(got);
+                    CHECK(apart > 0.1); /* row 3 sits twice in a bag of 4: 2 sums against 1/2 */
+                }
+                CHECK(worst < 1e-14);
+                sg_optim_free(opt);
+                sg_ctx_free(ctx);
+            }
+}
+
 TEST(embedding_bag_errors_change_nothing)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
@@ -492,13 +558,16 @@ TEST(embedding_bag_errors_change_nothing)
         {W, idx, offs, bag_opts(SG_BAG_SUM, psw64), SG_ERR_DTYPE},
         {W, idx, offs, bag_opts(SG_BAG_SUM, psw5), SG_ERR_SHAPE},
         {W, idx, offs, bag_opts((sg_bag_mode)7, NULL), SG_ERR_ARG},
-        {W, idx, offs, {SG_BAG_SUM, NULL, 20, 0, NULL}, SG_ERR_ARG}, /* padding_idx >= V */
-        {W, idx, offs, {SG_BAG_SUM, NULL, -2, 0, NULL}, SG_ERR_ARG},
-        {W, idx, short_csr, {SG_BAG_SUM, NULL, -1, 1, NULL}, SG_ERR_ARG}, /* last != N */
-        {W, idx, no_off, {SG_BAG_SUM, NULL, -1, 1, NULL}, SG_ERR_SHAPE},
-        {W, idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* W not opt's */
-        {F, idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* F needs no grad */
-        {sg_scale(W, 1.0), idx, offs, {SG_BAG_SUM, NULL, -1, 0, opt}, SG_ERR_ARG}, /* not a leaf */
+        {W, idx, offs, {.mode = SG_BAG_SUM, .padding_idx = -1, .grad = SG_BAG_GRAD_WORD2VEC}, SG_ERR_ARG},
+        {W, idx, offs, {.mode = SG_BAG_MAX, .padding_idx = -1, .grad = SG_BAG_GRAD_WORD2VEC}, SG_ERR_ARG},
+        {W, idx, offs, {.mode = SG_BAG_MEAN, .padding_idx = -1, .grad = (sg_bag_grad)2}, SG_ERR_ARG},
+        {W, idx, offs, {.mode = SG_BAG_SUM, .padding_idx = 20}, SG_ERR_ARG}, /* padding_idx >= V */
+        {W, idx, offs, {.mode = SG_BAG_SUM, .padding_idx = -2}, SG_ERR_ARG},
+        {W, idx, short_csr, {.mode = SG_BAG_SUM, .padding_idx = -1, .include_last_offset = 1}, SG_ERR_ARG}, /* last != N */
+        {W, idx, no_off, {.mode = SG_BAG_SUM, .padding_idx = -1, .include_last_offset = 1}, SG_ERR_SHAPE},
+        {W, idx, offs, {.mode = SG_BAG_SUM, .padding_idx = -1, .fused = opt}, SG_ERR_ARG}, /* W not opt's */
+        {F, idx, offs, {.mode = SG_BAG_SUM, .padding_idx = -1, .fused = opt}, SG_ERR_ARG}, /* F needs no grad */
+        {sg_scale(W, 1.0), idx, offs, {.mode = SG_BAG_SUM, .padding_idx = -1, .fused = opt}, SG_ERR_ARG}, /* not a leaf */
     };
     int64_t nodes = sg_tape_nodes(ctx);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

@@ -248,7 +248,8 @@ TEST(cbow_on_equally_frequent_words_converges)
     /* The issue's case: default CBOW (alpha 0.05, -batch 8192) on 200 equally frequent
      * words in random order. With a batch cap of 256 hits per row a step summed about 245
      * coherent updates of every output row (the bags' means are all near the mean vector)
-     * and the loss went to 3e24. A random corpus has nothing to learn beyond the words'
+     * and the loss went to 3e24; with word2vec.c's undivided context errors and the input
+     * rows capped like the output rows (128 hits) it diverged again. A random corpus has nothing to learn beyond the words'
      * frequencies: the loss must end finite and below its start, 6 ln 2 per example
      * (output rows start at zero), and the vectors stay small. */
     char path[256];
@@ -265,8 +266,10 @@ TEST(cbow_on_equally_frequent_words_converges)
     cfg.train = path;
     cfg.threads = 1;
     cfg.iter = 3;
-    CHECK(w2v_row_hit_cap(0.05) * 0.05 <= W2V_ROW_STEP_BOUND + 1e-9);
-    CHECK(w2v_row_hit_cap(0.025) == W2V_MAX_ROW_HITS); /* skip-gram's default is unchanged */
+    CHECK(w2v_row_hit_cap(W2V_ROW_STEP_BOUND, 0.05) * 0.05 <= W2V_ROW_STEP_BOUND + 1e-9);
+    CHECK(w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, 0.05) * 0.05 <= W2V_CBOW_INPUT_STEP_BOUND + 1e-9);
+    /* skip-gram's default is unchanged */
+    CHECK(w2v_row_hit_cap(W2V_ROW_STEP_BOUND, 0.025) == W2V_MAX_ROW_HITS);
     w2v_vocab v;
     w2v_vocab_init(&v);
     CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);

@@ -201,7 +201,7 @@ static int64_t bag_count(const sg_tensor *idx, int64_t pad, int64_t s, int64_t e
 
 /* Node: in W (and per-sample weights), saved[0] idx, saved[1] offsets or, in max mode,
  * the argmax (B,D) (entry of idx giving each output element, -1 for none); iarg mode,
- * padding_idx, B; extra the fused optimizer or NULL. */
+ * padding_idx, B, the grad rule (sg_bag_grad); extra the fused optimizer or NULL. */
 static int bag_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *W = n->in[0], *psw = n->n_in > 1 ? n->in[1] : NULL;
@@ -232,9 +232,10 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
                 }
                 int64_t s = bag_start(offsets, b, N);
                 int64_t e = bag_start(offsets, b + 1, N);
-                T inv = mode == SG_BAG_MEAN ? (T)1 / (T)bag_count(idx, pad, s, e) : (T)1;
+                const bool divide = mode == SG_BAG_MEAN && n->iarg[3] == SG_BAG_GRAD_TRUE;
+                T inv = divide ? (T)1 / (T)bag_count(idx, pad, s, e) : (T)1;
                 for (int64_t i = s; i < e; i++) {
-                    T c = mode == SG_BAG_MEAN ? inv : pw ? pw[i] : (T)1;
+                    T c = divide ? inv : pw ? pw[i] : (T)1;
                     for (int64_t j = 0; j < D; j++) v[i * D + j] = c * gb[j];
                 }
             }
@@ -349,6 +350,10 @@ sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
     if (!check_table(op, W)) return NULL;
     if (mode != SG_BAG_SUM && mode != SG_BAG_MEAN && mode != SG_BAG_MAX)
         return sg__fail(ctx, SG_ERR_ARG, "%s: unknown mode %d", op, (int)mode);
+    if (o.grad != SG_BAG_GRAD_TRUE && o.grad != SG_BAG_GRAD_WORD2VEC)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: unknown grad rule %d", op, (int)o.grad);
+    if (o.grad == SG_BAG_GRAD_WORD2VEC && mode != SG_BAG_MEAN)
+        return sg__fail(ctx, SG_ERR_ARG, "%s: SG_BAG_GRAD_WORD2VEC needs mode SG_BAG_MEAN", op);
     if (idx->ndim != 1 || offsets->ndim != 1)
         return sg__fail(ctx, SG_ERR_SHAPE, "%s: idx and offsets must be 1-D", op);
     int64_t V = W->shape[0], D = W->shape[1], N = idx->numel;
@@ -395,6 +400,7 @@ sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
         nd->iarg[0] = mode;
         nd->iarg[1] = o.padding_idx;
         nd->iarg[2] = B;
+        nd->iarg[3] = o.grad;
         nd->extra = o.fused;
     }
     return out;

@@ -10,6 +10,9 @@
  *   kernel in that factored form (sg__fused_rows), deferred until the whole backward has
  *   run. The update writes W only after everything read from W was read (in the forward),
  *   so it is the gradient at the forward's point too; h must lie outside W's memory.
+ * - Latency: the forward prefetches the output row of the target SG__SGNS_AHEAD entries
+ *   ahead, and the fused SGD update (the optimizer's kernel) does the same for the rows it
+ *   writes; prefetches change no result.
  * - Deterministic: examples are split into fixed chunks (the grain policy), the loss is
  *   summed per chunk then over chunks in order, so it is bitwise the same for any thread
  *   count; the fused update's determinism is the optimizer's (plain SGD: any thread count
@@ -29,6 +32,12 @@
 #define SGNS_SIMD_SUM(v)
 #endif
 
+/* Target entries ahead at which the forward prefetches the output row it will read (a
+ * large vocabulary's rows come from memory; the prefetches overlap those misses), and the
+ * most bytes of a row it prefetches (the hardware streams the rest of a wide row). */
+#define SG__SGNS_AHEAD 8
+#define SG__SGNS_PREFETCH_MAX 1024
+
 typedef struct {
     const sg_tensor *h, *W, *tg;
     sg_tensor *coef; /* (B,T) or NULL when no gradient is needed */
@@ -44,7 +53,11 @@ typedef struct {
 static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
-    const int64_t T = j->T, D = j->D;
+    const int64_t T = j->T, D = j->D, end = hi * T;
+    const size_t rowbytes = (size_t)D * sg_dtype_size(j->W->dtype);
+    const size_t pfbytes = rowbytes < SG__SGNS_PREFETCH_MAX ? rowbytes : SG__SGNS_PREFETCH_MAX;
+    for (int64_t e = lo * T; e < end && e < lo * T + SG__SGNS_AHEAD; e++)
+        sg__prefetch_row(j->W->data, sg__idx_at(j->tg, e), rowbytes, pfbytes);
     double acc = 0;
     SG__DISPATCH_FLOAT(j->h->dtype, F, {
         const F *h = j->h->data;
@@ -58,6 +71,8 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
                 for (int64_t d = 0; d < D; d++) g[d] = 0;
             double prod = 1;
             for (int64_t c = 0; c < T; c++) {
+                const int64_t ahead = i * T + c + SG__SGNS_AHEAD;
+                if (ahead < end) sg__prefetch_row(W, sg__idx_at(j->tg, ahead), rowbytes, pfbytes);
                 const F *w = W + sg__idx_at(j->tg, i * T + c) * D;
                 F s = 0;
                 SGNS_SIMD_SUM(s)

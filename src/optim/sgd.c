@@ -227,11 +227,16 @@ static inline uint32_t factored_part(int64_t r, uint32_t parts)
     return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
 }
 
-/* Examples [lo, hi); only rows of part `part` unless parts == 1. */
+/* Examples [lo, hi); only rows of part `part` unless parts == 1. The row of the entry
+ * SG__OPTIM_AHEAD entries on is prefetched for writing when this part owns it (a row of
+ * another part is being written by another thread). */
 static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uint32_t part)
 {
-    const int64_t per = j->r->per, width = j->width, *idx = j->r->idx;
+    const int64_t per = j->r->per, width = j->width, *idx = j->r->idx, end = hi * per;
     const uint32_t parts = j->parts;
+    const size_t rowbytes = (size_t)width * sg_dtype_size(j->dtype);
+    for (int64_t e = lo * per; e < end && e < lo * per + SG__OPTIM_AHEAD; e++)
+        if (parts == 1 || factored_part(idx[e], parts) == part) sg__optim_prefetch(j->w, idx[e], rowbytes);
     SG__DISPATCH_FLOAT(j->dtype, T, {
         const T *x = j->r->x;
         const T *coef = j->r->coef;
@@ -239,6 +244,9 @@ static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uin
         for (int64_t i = lo; i < hi; i++) {
             const T *restrict xi = x + i * width;
             for (int64_t e = i * per; e < (i + 1) * per; e++) {
+                const int64_t ahead = e + SG__OPTIM_AHEAD;
+                if (ahead < end && (parts == 1 || factored_part(idx[ahead], parts) == part))
+                    sg__optim_prefetch(w, idx[ahead], rowbytes);
                 const int64_t row = idx[e];
                 if (parts > 1 && factored_part(row, parts) != part) continue;
                 T *restrict wr = w + row * width;

@@ -3,7 +3,8 @@
  *
  * An example is (input, targets): skip-gram takes one context word as input and the
  * centre word as the true target, as word2vec.c does; CBOW takes the mean of the context
- * words' vectors. Each example carries `negative` noise words drawn from unigram^0.75
+ * words' vectors and, as word2vec.c, gives each context row the undivided error of the
+ * mean (SG_BAG_GRAD_WORD2VEC), not the gradient of the mean. Each example carries `negative` noise words drawn from unigram^0.75
  * (redrawn when equal to the true target). Subsampled words are dropped before windows
  * are formed, and each centre word's window is shrunk to a uniform 1..window.
  *
@@ -89,7 +90,8 @@ typedef struct {
     int64_t *target; /* (n, 1 + negative) */
     /* times each row of the input / output table occurs in the batch (0 between batches) */
     int32_t *hits_in, *hits_out;
-    int32_t row_cap; /* w2v_row_hit_cap of the starting learning rate */
+    int32_t row_cap;    /* w2v_row_hit_cap of the starting learning rate */
+    int32_t in_row_cap; /* the same for the input table (CBOW's context rows: lower) */
 } w2v_trainer;
 
 /* The learning-rate schedule's record: the words read before step `step`'s batch. */
@@ -171,9 +173,9 @@ static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
     }
 }
 
-int w2v_row_hit_cap(double alpha)
+int w2v_row_hit_cap(double bound, double alpha)
 {
-    const double cap = W2V_ROW_STEP_BOUND / alpha;
+    const double cap = bound / alpha;
     return cap >= W2V_MAX_ROW_HITS ? W2V_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
 }
 
@@ -187,7 +189,7 @@ static bool hit(int32_t *hits, const int64_t *rows, int64_t n, int32_t cap)
 
 /* Fills the batch from the corpus; n == 0 means the epoch is over. A batch ends when it
  * holds `cap` examples or when, after a centre word's examples, some row of either table
- * occurs W2V_MAX_ROW_HITS times in it: a step sums every update of a row computed at the
+ * reaches its hit cap (row_cap, in_row_cap): a step sums every update of a row computed at the
  * same point, and without the cap a very frequent word (a common noise word above all)
  * takes one large step where word2vec.c takes many small self-correcting ones, which
  * diverged with 8192-example batches on the demo corpus. The batch goes into the index set
@@ -223,7 +225,7 @@ static void fill_batch(w2v_trainer *t)
             int64_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
-            full |= hit(t->hits_in, t->input + start, t->n_input - start, t->row_cap);
+            full |= hit(t->hits_in, t->input + start, t->n_input - start, t->in_row_cap);
             full |= hit(t->hits_out, row, T, t->row_cap);
             t->n++;
         } else {
@@ -233,7 +235,7 @@ static void fill_batch(w2v_trainer *t)
                 int64_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
-                full |= hit(t->hits_in, t->input + t->n, 1, t->row_cap);
+                full |= hit(t->hits_in, t->input + t->n, 1, t->in_row_cap);
                 full |= hit(t->hits_out, row, T, t->row_cap);
                 t->n++;
             }
@@ -255,6 +257,7 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
     if (t->cfg->cbow) {
         sg_embedding_bag_opts bo = SG_EMBEDDING_BAG_OPTS_DEFAULT;
         bo.mode = SG_BAG_MEAN;
+        bo.grad = SG_BAG_GRAD_WORD2VEC; /* each context row gets the undivided error */
         h = sg_embedding_bag(m->in, input, sg_slice(t->offset_t[t->set], 0, n), &bo);
     } else {
         h = sg_embedding(m->in, input, NULL);
@@ -419,7 +422,8 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     t.v = v;
     t.rng.s = cfg->seed;
     t.cap = cfg->batch;
-    t.row_cap = w2v_row_hit_cap(alpha);
+    t.row_cap = w2v_row_hit_cap(W2V_ROW_STEP_BOUND, alpha);
+    t.in_row_cap = cfg->cbow ? w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
     t.keep = w2v_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);

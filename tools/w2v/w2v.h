@@ -17,13 +17,17 @@
 
 #define W2V_MAX_WORD 100     /* longer words are cut to W2V_MAX_WORD - 1 bytes */
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
-/* A batch ends once a table row occurs in it w2v_row_hit_cap(alpha) times: a step sums the
- * updates of a row, so the summed step is bounded by about alpha * cap single steps. The
- * bound is W2V_ROW_STEP_BOUND (skip-gram's default 0.025 x 256 hits); the cap is at most
- * W2V_MAX_ROW_HITS and at least 1. */
+/* A batch ends once a table row occurs in it w2v_row_hit_cap(bound, alpha) times: a step
+ * sums the updates of a row, so the summed step is bounded by about alpha * cap single
+ * steps. The bound is W2V_ROW_STEP_BOUND (skip-gram's default 0.025 x 256 hits), and
+ * W2V_CBOW_INPUT_STEP_BOUND for CBOW's context rows, which get each bag's undivided error
+ * (word2vec.c's rule), so that one hit is a whole step and the bags' errors are alike (see
+ * tools/w2v/README.md "What differs: batched steps"); the cap is at most W2V_MAX_ROW_HITS
+ * and at least 1. */
 #define W2V_MAX_ROW_HITS 256
 #define W2V_ROW_STEP_BOUND 6.4
-int w2v_row_hit_cap(double alpha);
+#define W2V_CBOW_INPUT_STEP_BOUND 3.2
+int w2v_row_hit_cap(double bound, double alpha);
 /* Training stops as diverged once a step's loss per example exceeds this many times the
  * first step's (or is not finite). */
 #define W2V_DIVERGED_FACTOR 10.0
