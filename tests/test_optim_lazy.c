@@ -150,6 +150,79 @@ TEST(exact_lazy_sgd_equals_dense_sgd_after_200_steps)
     CHECK(d <= 2e-4 && bufd <= 2e-4);
 }
 
+/* Loss 0.5 * sum(rows^2) of the looked-up rows, whose gradient is the rows themselves: the
+ * forward must read each row as dense SGD holds it, caught up over the steps it skipped
+ * (before the fix it read the row as last touched, and the trajectories drifted apart).
+ * `dense` looks the rows up through a one-hot matmul, so every row gets a (dense)
+ * gradient each step and nothing is lazy; `sparse` through the named op. */
+enum { READ_EMBEDDING, READ_BAG, READ_INDEX_SELECT };
+static double square_loss_step(sg_tensor *W, const int64_t *rows, int64_t n, int how, bool dense)
+{
+    sg_ctx *ctx = sg_tensor_ctx(W);
+    const int64_t V = sg_tensor_dim(W, 0);
+    int64_t sn[1] = {n};
+    sg_tensor *idx = sg_tensor_new_tmp(ctx, SG_I64, 1, sn);
+    memcpy(sg_tensor_data(idx), rows, (size_t)n * sizeof *rows);
+    sg_tensor *e;
+    if (dense) {
+        int64_t so[2] = {n, V};
+        sg_tensor *onehot = sg_tensor_new_tmp(ctx, SG_F64, 2, so);
+        for (int64_t i = 0; i < n; i++) sg_tensor_f64(onehot)[i * V + rows[i]] = 1;
+        e = sg_matmul(onehot, W);
+    } else if (how == READ_EMBEDDING) {
+        e = sg_embedding(W, idx, NULL);
+    } else if (how == READ_BAG) { /* bags of one row each */
+        sg_tensor *off = sg_tensor_new_tmp(ctx, SG_I64, 1, sn);
+        for (int64_t i = 0; i < n; i++) ((int64_t *)sg_tensor_data(off))[i] = i;
+        sg_embedding_bag_opts bo = SG_EMBEDDING_BAG_OPTS_DEFAULT;
+        bo.mode = SG_BAG_SUM;
+        e = sg_embedding_bag(W, idx, off, &bo);
+    } else {
+        e = sg_index_select(W, 0, idx);
+    }
+    sg_tensor *loss = sg_scale(sg_sum(sg_mul(e, e)), 0.5);
+    double l = loss ? sg_tensor_get(loss, 0) : NAN;
+    CHECK_STATUS(ctx, loss ? sg_backward(loss) : sg_ctx_status(ctx), SG_OK);
+    return l;
+}
+
+TEST(exact_lazy_sgd_reads_current_rows)
+{
+    const int64_t V = 7, D = 3;
+    /* rows 5 and 6 are looked up only now and then, after several skipped steps */
+    const int64_t batches[6][3] = {{0, 1, 5}, {0, 2, 2}, {1, 3, 0}, {6, 0, 1}, {5, 2, 6}, {4, 4, 5}};
+    const sg_sgd_opts kinds[3] = {{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.05},
+                                  {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.05, .nesterov = 1},
+                                  {.lr = 0.1, .weight_decay = 0.2}};
+    double init[7 * 3];
+    for (int i = 0; i < V * D; i++) init[i] = 0.3 + 0.1 * (i % 5) - 0.02 * i;
+    for (int k = 0; k < 3; k++)
+        for (int how = READ_EMBEDDING; how <= READ_INDEX_SELECT; how++) {
+            sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+            sg_tensor *Wd = table(ctx, SG_F64, V, D, init), *Ws = table(ctx, SG_F64, V, D, init);
+            sg_optim *od = sg_optim_sgd(ctx, &kinds[k]), *os = sg_optim_sgd(ctx, &kinds[k]);
+            CHECK(!sg_optim_add_param(od, Wd) && !sg_optim_add_param(os, Ws));
+            double worst_loss = 0;
+            for (int step = 0; step < 24; step++) {
+                const int64_t *b = batches[step % 6];
+                double ld = square_loss_step(Wd, b, 3, how, true);
+                CHECK_STATUS(ctx, sg_optim_step(od), SG_OK);
+                sg_tape_reset(ctx);
+                double ls = square_loss_step(Ws, b, 3, how, false);
+                CHECK_STATUS(ctx, sg_optim_step(os), SG_OK);
+                sg_tape_reset(ctx);
+                double d = fabs(ld - ls) / fabs(ld);
+                worst_loss = d > worst_loss ? d : worst_loss;
+            }
+            CHECK_STATUS(ctx, sg_optim_flush(os), SG_OK);
+            double diff = max_abs_diff(Wd, Ws);
+            if (diff > 1e-12 || worst_loss > 1e-12)
+                printf("  kind %d, op %d: |W dense - W lazy| %.3g, loss rel diff %.3g\n", k, how, diff, worst_loss);
+            CHECK(diff < 1e-12 && worst_loss < 1e-12);
+            sg_ctx_free(ctx);
+        }
+}
+
 TEST(sparse_momentum_twice_in_a_row)
 {
     /* two consecutive sparse steps with momentum (a second step on a sparse momentum

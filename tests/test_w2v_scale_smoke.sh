@@ -76,7 +76,7 @@ for V in (300, 2000):
     check(meta["vocab"] == V and meta["tokens"] == 40 * V, "vocab %d: metadata %s" % (V, meta))
 log = open(tmp + "/sgrad.log").read().replace("\r", "\n")  # the last run: vocab 2000, 2 threads
 m = re.search(r"(\d+) steps of (\d+) examples", log)
-check(m is not None and "wrote 2000 x 100 vectors" in log, "sgrad-w2v's log: " + log[-300:])
+check(m is not None and "wrote 2000 x 100 word vectors" in log, "sgrad-w2v's log: " + log[-300:])
 if m:
     examples = int(m.group(1)) * int(m.group(2)) / 2  # per epoch
     pairs = json.load(open(tmp + "/zipf-2000.json"))["pairs_per_epoch"]

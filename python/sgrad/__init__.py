@@ -744,10 +744,18 @@ def embedding(W, idx, padding_idx=None, max_norm=0.0, fused=None):
 _BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
 
 
+_BAG_GRADS = {"true": 0, "word2vec": 1}
+
+
 def embedding_bag(W, idx, offsets, mode="mean", per_sample_weights=None, padding_idx=None,
-                  include_last_offset=False, fused=None):
+                  include_last_offset=False, fused=None, grad="true"):
     """sg_embedding_bag: W (V,D), idx (N) int, offsets (B) (or B+1 with
-    include_last_offset) -> (B,D); mode "sum", "mean" (default, as PyTorch) or "max"."""
+    include_last_offset) -> (B,D); mode "sum", "mean" (default, as PyTorch) or "max".
+    grad "true" (default): the gradient of the forward; "word2vec" (mean bags only):
+    every row of a bag gets the bag's undivided output gradient, word2vec's CBOW update,
+    which is not the gradient of the forward."""
+    if grad not in _BAG_GRADS:
+        raise ArgumentError("embedding_bag: grad must be true or word2vec", 7)
     ctx = _ctx_of(W)
     tw, ti, to = _tensor_arg(ctx, W), _index_arg(ctx, idx), _index_arg(ctx, offsets)
     psw = None if per_sample_weights is None else _tensor_arg(ctx, per_sample_weights,
@@ -756,7 +764,7 @@ def embedding_bag(W, idx, offsets, mode="mean", per_sample_weights=None, padding
         raise ArgumentError("embedding_bag: mode must be sum, mean or max", 7)
     opts = _lib.EmbeddingBagOpts(_BAG_MODES[mode], psw, -1 if padding_idx is None
                                  else padding_idx, 1 if include_last_offset else 0,
-                                 _optim_ptr(fused))
+                                 _optim_ptr(fused), _BAG_GRADS[grad])
     return _result(ctx, lib.sg_embedding_bag(tw._h(), ti._h(), to._h(), ctypes.byref(opts)),
                    "embedding_bag")
 

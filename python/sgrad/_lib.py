@@ -60,7 +60,7 @@ class EmbeddingOpts(ctypes.Structure):
 
 class EmbeddingBagOpts(ctypes.Structure):
     _fields_ = [("mode", c_int), ("per_sample_weights", c_void_p), ("padding_idx", c_int64),
-                ("include_last_offset", c_int), ("fused", c_void_p)]
+                ("include_last_offset", c_int), ("fused", c_void_p), ("grad", c_int)]
 
 
 class SgnsOpts(ctypes.Structure):

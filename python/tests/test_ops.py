@@ -163,6 +163,20 @@ def test_sparse_gradients_come_back_as_coo_with_duplicates():
     np.testing.assert_array_equal(g.to_scipy().toarray(), dense)
 
 
+def test_embedding_bag_word2vec_rule_gives_each_row_the_undivided_error():
+    # bags [1 2 3] and [3 0]: with the word2vec rule each row gets the sum, over the bags
+    # holding it, of its bag's output gradient (here 1 per element), not divided by size
+    ctx = sgrad.Context()
+    W = ctx.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    out = sgrad.embedding_bag(W, [1, 2, 3, 3, 0], [0, 3], mode="mean", grad="word2vec")
+    np.testing.assert_allclose(out.numpy(), [[6.0, 7.0, 8.0], [4.5, 5.5, 6.5]])
+    out.sum().backward()
+    want = np.array([[1.0] * 3, [1.0] * 3, [1.0] * 3, [2.0] * 3])  # row 3 is in both bags
+    np.testing.assert_array_equal(W.grad.to_numpy_dense(), want)
+    with pytest.raises(sgrad.ArgumentError):
+        sgrad.embedding_bag(W, [1], [0], mode="sum", grad="word2vec")
+
+
 def test_to_dense_passes_the_full_gradient_and_sparse_mask_restricts_it():
     ctx = sgrad.Context()
     x = sgrad.coo([[0, 2], [1, 1]], [1.0, 2.0], (3, 2), ctx=ctx, requires_grad=True)

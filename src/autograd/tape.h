@@ -104,15 +104,28 @@ static inline bool sg__fused_has_param(const sg_optim *opt, const sg_tensor *p)
     return ((const sg__row_updater *)(const void *)opt)->has_param(opt, p);
 }
 
-/* ---- parameter lifetime: the seam between sg_tensor_free (this layer) and the optimizer
- * (a layer above) that holds a tensor as a parameter. A tensor's optim_state, when set,
- * points to an object whose first member is an sg__param_owner; sg_tensor_free calls its
- * release before the tensor goes, so no optimizer ever lists a freed tensor. */
+/* ---- parameters held by an optimizer: the seam between this layer (and the ops) and the
+ * optimizer (a layer above). A tensor's optim_state, when set, points to an object whose
+ * first member is an sg__param_owner; sg_tensor_free calls its release before the tensor
+ * goes, so no optimizer ever lists a freed tensor, and an op calls sg__param_sync before
+ * it reads a parameter, so it never reads a row that exact lazy SGD has left behind. */
 typedef struct sg__param_owner {
     /* Unregisters param from the optimizer holding it and frees its state there; clears
      * param->optim_state. Cannot fail. */
     void (*release)(sg_tensor *param);
+    /* Brings the rows of param named by `rows` (an i32/i64 index tensor; entries outside
+     * [0, rows) are skipped) or, rows NULL, every row, to the optimizer's step: what the
+     * dense optimizer would hold there. Changes no value of the parameter's dense meaning;
+     * O(1) when no row is behind. Cannot fail; not for concurrent use on one parameter. */
+    void (*sync)(sg_tensor *param, const sg_tensor *rows);
 } sg__param_owner;
+
+/* Makes the rows an op is about to read of t current (every row: rows NULL); a no-op for
+ * a tensor no optimizer holds. */
+static inline void sg__param_sync(const sg_tensor *t, const sg_tensor *rows)
+{
+    if (t->optim_state) ((const sg__param_owner *)t->optim_state)->sync((sg_tensor *)(uintptr_t)t, rows);
+}
 
 /* The check every fused op makes before recording: the update writes W in place instead
  * of giving it a gradient, so W must be the tensor that owns the gradient (a leaf that

@@ -13,7 +13,7 @@ const char *sg__op_dtype_name(sg_dtype d)
     return "?";
 }
 
-bool sg__op_check_dense(const char *op, const sg_tensor *t)
+static bool check_layout(const char *op, const sg_tensor *t)
 {
     if (t->layout == SG_DENSE) return true;
     char s[96];
@@ -22,14 +22,28 @@ bool sg__op_check_dense(const char *op, const sg_tensor *t)
     return false;
 }
 
-bool sg__op_check_float(const char *op, const sg_tensor *t)
+bool sg__op_check_table(const char *op, const sg_tensor *t)
 {
-    if (!sg__op_check_dense(op, t)) return false;
+    if (!check_layout(op, t)) return false;
     if (sg__is_float(t->dtype)) return true;
     char s[96];
     sg__fail(t->ctx, SG_ERR_DTYPE, "%s: operand %s is %s, f32 or f64 expected", op,
              sg__shape_str(t, s, sizeof s), sg__op_dtype_name(t->dtype));
     return false;
+}
+
+bool sg__op_check_dense(const char *op, const sg_tensor *t)
+{
+    if (!check_layout(op, t)) return false;
+    sg__param_sync(t, NULL);
+    return true;
+}
+
+bool sg__op_check_float(const char *op, const sg_tensor *t)
+{
+    if (!sg__op_check_table(op, t)) return false;
+    sg__param_sync(t, NULL);
+    return true;
 }
 
 bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b)

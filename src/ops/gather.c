@@ -160,6 +160,7 @@ sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *o
         return sg__fail(ctx, SG_ERR_ARG, "sg_embedding: max_norm must be finite and >= 0");
     if (o.fused && !sg__fused_check("sg_embedding", o.fused, W)) return NULL;
     if (!sg__check_index("sg_embedding", idx, V)) return NULL;
+    sg__param_sync(W, idx);
     int64_t shape[SG_MAX_DIMS];
     for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
     shape[idx->ndim] = D;
@@ -366,6 +367,7 @@ sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
     if (o.fused && !sg__fused_check(op, o.fused, W)) return NULL;
     if (!sg__check_index(op, idx, V)) return NULL;
     if (!sg__check_index("sg_embedding_bag (offsets)", offsets, N + 1)) return NULL;
+    sg__param_sync(W, idx);
     if (offsets->numel > 0 && sg__idx_at(offsets, 0) != 0)
         return sg__fail(ctx, SG_ERR_ARG, "%s: offsets[0] must be 0", op);
     for (int64_t b = 1; b < offsets->numel; b++)
@@ -460,6 +462,7 @@ sg_tensor *sg_index_select(sg_tensor *x, int dim, sg_tensor *idx)
         return sg__fail(ctx, SG_ERR_ARG, "sg_index_select: dim %d out of range for %d-D x", dim, x->ndim);
     if (idx->ndim != 1) return sg__fail(ctx, SG_ERR_SHAPE, "sg_index_select: idx must be 1-D");
     if (!sg__check_index("sg_index_select", idx, x->shape[d])) return NULL;
+    sg__param_sync(x, d == 0 ? idx : NULL);
     int64_t shape[SG_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     int64_t K = idx->numel;
@@ -519,6 +522,7 @@ sg_tensor *sg_slice(sg_tensor *x, int64_t start, int64_t end)
     if (start < 0 || start > end || end > x->shape[0])
         return sg__fail(ctx, SG_ERR_INDEX, "sg_slice: [%lld, %lld) is not a range within [0, %lld]",
                         (long long)start, (long long)end, (long long)x->shape[0]);
+    sg__param_sync(x, NULL); /* a view: its rows are read later, by any op */
     int64_t shape[SG_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[0] = end - start;

@@ -9,10 +9,14 @@
 
 const char *sg__op_dtype_name(sg_dtype d);
 
-/* Each check records an error on t's context and returns false when it fails. */
+/* Each check records an error on t's context and returns false when it fails. The checks
+ * of an operand an op reads whole also make it current (sg__param_sync of every row). */
 bool sg__op_check_dense(const char *op, const sg_tensor *t); /* SG_ERR_LAYOUT for COO */
 bool sg__op_check_float(const char *op, const sg_tensor *t); /* dense f32/f64, else
                                                                 LAYOUT or DTYPE */
+/* sg__op_check_float without the sync: for a table of which the op reads (and syncs)
+ * only the rows it names. */
+bool sg__op_check_table(const char *op, const sg_tensor *t);
 /* a and b share a context (SG_ERR_ARG) and a dtype (SG_ERR_DTYPE). */
 bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b);
 /* dim in [-ndim, ndim) normalised into *out; SG_ERR_ARG otherwise. */

@@ -201,7 +201,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     SG__CHECK_NOTNULL(W);
     SG__CHECK_NOTNULL(targets);
     sg_ctx *ctx = h->ctx;
-    if (!sg__op_check_float(op, h) || !sg__op_check_float(op, W) ||
+    if (!sg__op_check_float(op, h) || !sg__op_check_table(op, W) ||
         !sg__op_check_pair(op, h, W) || !sg__op_check_dense(op, targets))
         return NULL;
     if (targets->ctx != ctx)
@@ -231,6 +231,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
                             "%s: targets[%lld][%lld] = %lld out of range [0, %lld)", op,
                             (long long)(e / T), (long long)(e % T), (long long)r, (long long)V);
     }
+    sg__param_sync(W, targets);
 
     sg_tensor *ins[3] = {h, W, targets};
     const bool grad = sg__needs_grad(ctx, 3, ins);

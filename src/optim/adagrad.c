@@ -100,7 +100,7 @@ static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
     sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), adagrad_range, &job);
 }
 
-const sg__optim_ops sg__adagrad_ops = {adagrad_init, adagrad_dense, adagrad_rows, NULL,
+const sg__optim_ops sg__adagrad_ops = {adagrad_init, adagrad_dense, adagrad_rows, NULL, NULL,
                                        adagrad_needs_groups};
 
 /* ---- row-wise Adagrad: acc[r] += mean over the row of g^2 (accumulated in double, in
@@ -175,5 +175,5 @@ static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
     sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), rowwise_range, &job);
 }
 
-const sg__optim_ops sg__rowwise_adagrad_ops = {rowwise_init, NULL, rowwise_rows, NULL,
+const sg__optim_ops sg__rowwise_adagrad_ops = {rowwise_init, NULL, rowwise_rows, NULL, NULL,
                                                adagrad_needs_groups};

@@ -146,5 +146,5 @@ static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *r
 }
 
 /* Adam has no row path: optim.c hands it every gradient dense. */
-const sg__optim_ops sg__adam_ops = {adam_init, adam_dense, NULL, NULL, adam_needs_groups};
-const sg__optim_ops sg__lazy_adam_ops = {adam_init, NULL, lazy_adam_rows, NULL, adam_needs_groups};
+const sg__optim_ops sg__adam_ops = {adam_init, adam_dense, NULL, NULL, NULL, adam_needs_groups};
+const sg__optim_ops sg__lazy_adam_ops = {adam_init, NULL, lazy_adam_rows, NULL, NULL, adam_needs_groups};

@@ -211,6 +211,16 @@ static void param_release(sg_tensor *param)
     pstate_free(opt, ps);
 }
 
+/* The sync of the seam: rows (or all rows) brought to the parameter's step. */
+static void param_sync(sg_tensor *param, const sg_tensor *rows)
+{
+    sg__pstate *ps = param->optim_state;
+    sg_optim *opt = ps->opt;
+    if (!ps->lagging || !opt->ops->flush) return;
+    if (rows) opt->ops->sync_rows(opt, ps, rows);
+    else opt->ops->flush(opt, ps);
+}
+
 void sg_optim_free(sg_optim *opt)
 {
     if (!opt) return;
@@ -275,6 +285,7 @@ int sg_optim_add_param(sg_optim *opt, sg_tensor *p)
     sg__pstate *ps = sg__calloc(ctx, 1, sizeof *ps);
     if (!ps) return SG_ERR_NOMEM;
     ps->owner.release = param_release;
+    ps->owner.sync = param_sync;
     ps->opt = opt;
     ps->param = p;
     ps->rows = p->ndim ? p->shape[0] : 1;

@@ -74,6 +74,9 @@ typedef struct {
                  int64_t s, double lr);
     /* Brings every row of ps up to date; NULL: nothing is ever behind. */
     void (*flush)(sg_optim *opt, sg__pstate *ps);
+    /* Brings the rows named by an index tensor up to date (entries out of range skipped);
+     * NULL when flush is. */
+    void (*sync_rows)(sg_optim *opt, sg__pstate *ps, const sg_tensor *rows);
     /* The kind needs sg__rowgroups with distinct rows (opt->slot sized to rows). */
     bool (*needs_groups)(const sg_optim *opt);
 } sg__optim_ops;

@@ -409,4 +409,24 @@ static void sgd_flush(sg_optim *opt, sg__pstate *ps)
     ps->n_runs = 0;
 }
 
-const sg__optim_ops sg__sgd_ops = {sgd_init, sgd_dense, sgd_rows, sgd_flush, sgd_needs_groups};
+/* The rows an op is about to read, brought to the parameter's step (serially: rows may
+ * repeat, and the op reading them has not started). ps stays lagging: other rows may be. */
+static void sgd_sync_rows(sg_optim *opt, sg__pstate *ps, const sg_tensor *rows)
+{
+    if (!ps->last) return;
+    if (ps->n_runs) sg__sgd_prepare(opt, ps->runs[ps->n_runs - 1].lr);
+    const int64_t s = *ps->step, n = rows->numel;
+    int64_t *last = ps->last;
+    SG__DISPATCH_FLOAT(ps->param->dtype, T, {
+        T *w = ps->param->data;
+        T *v = opt->o.sgd.momentum != 0 ? ps->state[1]->data : NULL;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = sg__idx_at(rows, i);
+            if (r < 0 || r >= ps->rows || last[r] == s) continue;
+            SGD_CATCHUP_ROW(T, opt, ps, w, v, r, s);
+            last[r] = s;
+        }
+    });
+}
+
+const sg__optim_ops sg__sgd_ops = {sgd_init, sgd_dense, sgd_rows, sgd_flush, sgd_sync_rows, sgd_needs_groups};
