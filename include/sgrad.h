@@ -535,8 +535,12 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * - SGD is exact lazy: with momentum and/or weight decay a zero gradient still moves a row,
  *   and that effect has a closed form (a 2x2 linear recurrence per element). Each row keeps
  *   the parameter step it was last brought to (state "last_step"); when a row is next
- *   touched, or at sg_optim_flush, the skipped steps are applied at once, each with its own
- *   learning rate, so the parameters equal those of dense SGD to float rounding. Cost per
+ *   read by an op (sg_embedding, sg_embedding_bag, sg_index_select and sg_sgns_loss bring
+ *   the rows they name up to date first; an op that reads the whole tensor brings every
+ *   row), touched by a step, or at sg_optim_flush, the skipped steps are applied at once,
+ *   each with its own learning rate, so the parameters and the gradients computed from
+ *   them equal those of dense SGD to float rounding. Reading the data directly
+ *   (sg_tensor_data) sees the rows as last brought: flush first. Cost per
  *   touched row: O(log skipped) for a constant learning rate, O(learning-rate changes
  *   among the skipped steps) under a schedule (the optimizer keeps those changes per
  *   parameter until the next flush, 16 bytes each).
