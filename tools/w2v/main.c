@@ -182,11 +182,11 @@ int main(int argc, char **argv)
     }
     /* before the corpus is read: a run that cannot save its result does not start */
     if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    if (w2v_vocab_count_file(&v, cfg.train) || w2v_vocab_finalize(&v, cfg.min_count)) {
+    tc_vocab v;
+    tc_vocab_init(&v);
+    if (tc_vocab_count_file(&v, cfg.train) || tc_vocab_finalize(&v, cfg.min_count)) {
         fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
-        w2v_vocab_free(&v);
+        tc_vocab_free(&v);
         return 1;
     }
     fprintf(stderr, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
@@ -195,7 +195,7 @@ int main(int argc, char **argv)
     w2v_result res;
     w2v_model m;
     if (w2v_train(&cfg, &v, stderr, &res, &m)) {
-        w2v_vocab_free(&v);
+        tc_vocab_free(&v);
         return 1;
     }
     int threads = sg_ctx_threads(m.ctx);
@@ -216,6 +216,6 @@ int main(int argc, char **argv)
                 (long long)v.size, cfg.size, cfg.output, cfg.binary ? "binary" : "text");
     }
     w2v_model_free(&m);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     return rc;
 }
