@@ -981,6 +981,38 @@ static int parse_rng(const char *s, uint64_t rng[4])
 }
 
 /* Validation and commit of a header already read (r) over data[0..data_len). */
+/* The user metadata (keys not starting "sgrad.") in one allocation: 2 nu + 1 pointers,
+ * then the strings; NULL when out of memory. user_meta_fill copies them in (cannot fail). */
+static char **user_meta_alloc(sg_ctx *ctx, const reader *r, int64_t *nu)
+{
+    size_t ubytes = 0;
+    *nu = 0;
+    for (int64_t i = 0; i < r->nm; i++)
+        if (strncmp(r->m[i].key, "sgrad.", 6)) {
+            (*nu)++;
+            ubytes += strlen(r->m[i].key) + strlen(r->m[i].value) + 2;
+        }
+    return sg__malloc(ctx, (size_t)(2 * *nu + 1) * sizeof(char *) + ubytes);
+}
+
+static void user_meta_fill(const reader *r, char **mk, int64_t nu, sg_checkpoint_meta *meta_out)
+{
+    char **mv = mk + nu;
+    char *s = (char *)(mk + 2 * nu + 1);
+    int64_t j = 0;
+    for (int64_t i = 0; i < r->nm; i++) {
+        if (!strncmp(r->m[i].key, "sgrad.", 6)) continue;
+        size_t lk = strlen(r->m[i].key) + 1, lv = strlen(r->m[i].value) + 1;
+        memcpy(s, r->m[i].key, lk);
+        mk[j] = s;
+        s += lk;
+        memcpy(s, r->m[i].value, lv);
+        mv[j++] = s;
+        s += lv;
+    }
+    *meta_out = (sg_checkpoint_meta){nu, (const char *const *)mk, (const char *const *)mv};
+}
+
 static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len,
                    sg_tensor *const *params, int64_t n_params, const char *const *names,
                    sg_optim *optim, sg_checkpoint_meta *meta_out)
@@ -1091,16 +1123,9 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
             }
         }
     }
-    /* user metadata, in one allocation: pointers, then the strings */
     int64_t nu = 0;
-    size_t ubytes = 0;
-    for (int64_t i = 0; i < r->nm; i++)
-        if (strncmp(r->m[i].key, "sgrad.", 6)) {
-            nu++;
-            ubytes += strlen(r->m[i].key) + strlen(r->m[i].value) + 2;
-        }
     if (!rc && meta_out) {
-        mk = sg__malloc(ctx, (size_t)(2 * nu + 1) * sizeof(char *) + ubytes);
+        mk = user_meta_alloc(ctx, r, &nu);
         if (!mk) rc = SG_ERR_NOMEM;
     }
     if (rc) {
@@ -1139,26 +1164,30 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
         optim->sched = sched;
     }
     memcpy(ctx->rng, rng, sizeof rng);
-    if (meta_out) {
-        char **mv = mk + nu;
-        char *s = (char *)(mk + 2 * nu + 1);
-        int64_t j = 0;
-        for (int64_t i = 0; i < r->nm; i++) {
-            if (!strncmp(r->m[i].key, "sgrad.", 6)) continue;
-            size_t lk = strlen(r->m[i].key) + 1, lv = strlen(r->m[i].value) + 1;
-            memcpy(s, r->m[i].key, lk);
-            mk[j] = s;
-            s += lk;
-            memcpy(s, r->m[i].value, lv);
-            mv[j++] = s;
-            s += lv;
-        }
-        *meta_out = (sg_checkpoint_meta){nu, (const char *const *)mk, (const char *const *)mv};
-    }
+    if (meta_out) user_meta_fill(r, mk, nu, meta_out);
     sg__free(ctx, lz);
     sg__free(ctx, src);
     entries_free(ctx, &es);
     return SG_OK;
+}
+
+/* Reads the file at path into *buf (*size bytes) and parses its header (*hlen bytes after
+ * the length) into r, whose strings, tensors and metadata the caller frees with *buf,
+ * also on error. SG_OK, or the error recorded on ctx. */
+static int read_file_header(sg_ctx *ctx, const char *path, unsigned char **buf, uint64_t *size,
+                            uint64_t *hlen, reader *r)
+{
+    int rc = slurp(ctx, path, buf, size);
+    if (rc) return rc;
+    *hlen = 0;
+    for (int i = 0; i < 8; i++) *hlen |= (uint64_t)(*buf)[i] << (8 * i);
+    if (*hlen > *size - 8 || *hlen > MAX_HEADER || *hlen < 2)
+        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint %s: header of %llu bytes in a file of %llu", path,
+                         (unsigned long long)*hlen, (unsigned long long)*size);
+    r->start = r->p = (const char *)*buf + 8;
+    r->end = r->p + *hlen;
+    r->strings = sg__malloc(ctx, (size_t)*hlen);
+    return r->strings ? read_header(r) : SG_ERR_NOMEM;
 }
 
 int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params, int64_t n_params,
@@ -1168,22 +1197,30 @@ int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params, 
     int rc = check_args(ctx, path, params, n_params, names, optim);
     if (rc) return rc;
     unsigned char *buf = NULL;
-    uint64_t size = 0;
-    rc = slurp(ctx, path, &buf, &size);
-    if (rc) return rc;
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
+    uint64_t size = 0, hlen = 0;
     reader r = {ctx, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0, SG_OK};
-    if (hlen > size - 8 || hlen > MAX_HEADER || hlen < 2) {
-        rc = sg__failc(ctx, SG_ERR_FORMAT, "checkpoint %s: header of %llu bytes in a file of %llu", path,
-                       (unsigned long long)hlen, (unsigned long long)size);
-    } else {
-        r.start = r.p = (const char *)buf + 8;
-        r.end = r.p + hlen;
-        r.strings = sg__malloc(ctx, (size_t)hlen);
-        rc = r.strings ? read_header(&r) : SG_ERR_NOMEM;
-        if (!rc)
-            rc = restore(ctx, &r, buf + 8 + hlen, size - 8 - hlen, params, n_params, names, optim, meta_out);
+    rc = read_file_header(ctx, path, &buf, &size, &hlen, &r);
+    if (!rc) rc = restore(ctx, &r, buf + 8 + hlen, size - 8 - hlen, params, n_params, names, optim, meta_out);
+    sg__free(ctx, r.strings);
+    sg__free(ctx, r.t);
+    sg__free(ctx, r.m);
+    sg__free(ctx, buf);
+    return rc;
+}
+
+int sg_checkpoint_read_meta(sg_ctx *ctx, const char *path, sg_checkpoint_meta *meta_out)
+{
+    if (!ctx) return SG_ERR_NULL;
+    if (!path || !meta_out) return sg__failc(ctx, SG_ERR_NULL, "sg_checkpoint_read_meta: NULL argument");
+    unsigned char *buf = NULL;
+    uint64_t size = 0, hlen = 0;
+    reader r = {ctx, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0, SG_OK};
+    int rc = read_file_header(ctx, path, &buf, &size, &hlen, &r);
+    if (!rc) {
+        int64_t nu = 0;
+        char **mk = user_meta_alloc(ctx, &r, &nu);
+        if (mk) user_meta_fill(&r, mk, nu, meta_out);
+        else rc = sg__failc(ctx, SG_ERR_NOMEM, "checkpoint: out of memory");
     }
     sg__free(ctx, r.strings);
     sg__free(ctx, r.t);

@@ -107,4 +107,21 @@ void tc_progress_init(tc_progress *p, FILE *f, int threads);
 void tc_progress_update(tc_progress *p, int64_t done, int64_t total, double lr,
                          double loss, bool force);
 
+/* ---- Huffman tree of hierarchical softmax (word2vec's and fastText's construction) */
+/* Over n >= 1 leaves with counts in non-increasing order (a finalized vocabulary's): the
+ * two lightest of the unmerged leaves and inner nodes merge into the next inner node
+ * (inner node k is the k-th merge, 0 <= k < n - 1; the root is n - 2), a leaf winning a
+ * tie only when strictly lighter. Leaf c's path is entries [offsets[c], offsets[c+1]) of
+ * nodes and codes, from its parent up to the root; a code is 1 where the path goes
+ * through the second node merged. */
+typedef struct {
+    int64_t n;        /* leaves */
+    int64_t *offsets; /* (n + 1) */
+    int64_t *nodes;   /* inner node of each path entry */
+    int64_t *codes;   /* 0/1 */
+} tc_huffman;
+/* 0, or -1 for n < 1, counts not non-increasing or negative, or out of memory. */
+int tc_huffman_build(tc_huffman *t, const int64_t *counts, int64_t n);
+void tc_huffman_free(tc_huffman *t);
+
 #endif
