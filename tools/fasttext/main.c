@@ -121,9 +121,10 @@ static int cmd_supervised(int argc, char **argv)
         return 2;
     }
     struct stat st;
-    if (stat(c.input, &st) || !S_ISREG(st.st_mode)) {
+    const int missing = stat(c.input, &st) ? errno : 0;
+    if (missing || !S_ISREG(st.st_mode)) {
         fprintf(stderr, "sgrad-fasttext: -input %s: %s\n", c.input,
-                errno && stat(c.input, &st) ? strerror(errno) : "not a regular file (it is read twice)");
+                missing ? strerror(missing) : "not a regular file (it is read twice)");
         return 1;
     }
     if (ft_config_check(&c, stderr)) return 1;
