@@ -481,6 +481,24 @@ typedef struct {
 SG_API sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
                         const sg_sgns_opts *opts);
 
+/* Hierarchical softmax loss (word2vec's -hs, fastText's -loss hs) for B examples, each
+ * with a path of inner tree nodes and a 0/1 code per node:
+ *   loss = sum_i sum_{e in path i} softplus(-z_e),  z_e = +-(W[nodes[e]] . h_i)
+ * with + for code 1 and - for code 0 (-log sigmoid(s) or -log sigmoid(-s)).
+ * h (B,D) dense float, W (N,D) of h's dtype (one row per inner node); nodes (P) and codes
+ * (P) int32/int64; offsets (B) int32/int64: example i's path is entries [offsets[i],
+ * offsets[i+1]) (the last one's runs to P; offsets[0] == 0, non-decreasing; an empty path
+ * adds 0) -> scalar. Gradients: h a dense (B,D) one; W a COO (N,D) one with exactly P rows,
+ * the path nodes (uncoalesced; indices borrowed from int64 nodes, which must then stay
+ * alive and unchanged until sg_tape_reset). Not fused: the optimizer steps W's rows from
+ * the stored gradient. Errors (nothing recorded): SG_ERR_SHAPE, SG_ERR_DTYPE,
+ * SG_ERR_LAYOUT, SG_ERR_INDEX (a node outside [0,N)), SG_ERR_VALUE (a code other than 0
+ * or 1), SG_ERR_ARG (bad offsets, path entries with B = 0, operands of two contexts).
+ * One-vs-all (fastText's -loss ova) needs no op of its own: it is sg_bce_with_logits on
+ * the (B,C) logits with 0/1 targets, times B*C (a sum over labels and examples). */
+SG_API sg_tensor *sg_hs_loss(sg_tensor *h, sg_tensor *W, sg_tensor *nodes, sg_tensor *codes,
+                             sg_tensor *offsets);
+
 /* ---------------------------------------------------------------- gradcheck */
 
 typedef sg_tensor *(*sg_gradcheck_fn)(sg_ctx *ctx, sg_tensor *const *inputs, void *ud);

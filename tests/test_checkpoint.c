@@ -181,6 +181,16 @@ static void check_resume(opt_kind k)
     CHECK(sg_rand_u64(resumed.ctx) != rng_before); /* the generator went on: read_meta restored nothing */
     CHECK(!same_model(&resumed, &first));
     sg_checkpoint_meta got = {0, NULL, NULL};
+    /* the metadata alone, before any tensor is made (changes no tensor) */
+    CHECK_STATUS(resumed.ctx, sg_checkpoint_read_meta(resumed.ctx, path, &got), SG_OK);
+    CHECK(got.n == 2 && sg_checkpoint_meta_get(&got, "note") && !strcmp(sg_checkpoint_meta_get(&got, "note"), mv[1]));
+    CHECK(sg_checkpoint_meta_get(&got, "sgrad.format") == NULL);
+    sg_checkpoint_meta_free(resumed.ctx, &got);
+    CHECK(!same_model(&resumed, &first));
+    tu_write_bytes(tu_tmp_path("ckpt_not"), "not a checkpoint at all", 23);
+    CHECK_STATUS(resumed.ctx, sg_checkpoint_read_meta(resumed.ctx, tu_tmp_path("ckpt_not"), &got), SG_ERR_FORMAT);
+    CHECK(got.n == 0);
+    remove(tu_tmp_path("ckpt_not"));
     CHECK_STATUS(resumed.ctx, sg_checkpoint_load(resumed.ctx, path, params_of(&resumed), 3, names, resumed.opt, &got),
                  SG_OK);
     CHECK(sg_optim_steps(resumed.opt) == N1);

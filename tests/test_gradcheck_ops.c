@@ -255,6 +255,7 @@ CHECKED_FN(f_slice, sg_slice(in[0], ARGS->start, ARGS->end))
 CHECKED_FN(f_to_sparse, sg_to_sparse(in[0], ARGS->sparse_dim))
 CHECKED_FN(f_sparse_mask, sg_sparse_mask(in[0], ARGS->mask))
 CHECKED_FN(f_sgns_loss, call_sgns_loss(in[0], in[1], ARGS->idx))
+CHECKED_FN(f_hs_loss, sg_hs_loss(in[0], in[1], ARGS->idx, ARGS->idx2, ARGS->offsets))
 /* op(x, x) backwards put both operands' terms in one buffer; op(x, y) + op(x, x) adds to a
  * gradient x already holds. */
 CHECKED_FN(f_matmul_plus_x, sg_add(sg_matmul(in[0], in[1]), in[0]))
@@ -566,6 +567,22 @@ static void case_sgns_loss(case_run *r)
     CHECK_GRAD(r, f_sgns_loss, &one, 0, h, W);
 }
 
+static void case_hs_loss(case_run *r)
+{
+    enum { B = 4, D = 3, N = 5, P = 8 };
+    sg_tensor *h = D64(r, -1, 1, B, D), *W = D64(r, -1, 1, N, D);
+    /* paths of lengths 3, 0 (adds nothing), 4 and 1; node 2 three times, node 4 never */
+    const int64_t nodes[P] = {2, 0, 1, 3, 2, 2, 0, 1}, codes[P] = {1, 0, 1, 0, 0, 1, 1, 0};
+    const int64_t offs[B] = {0, 3, 3, 7};
+    for (int k = 0; k < 2; k++) {
+        sg_dtype dt = k ? SG_I32 : SG_I64;
+        args a = {.idx = index_in(r->ctx, dt, 1, (int64_t[]){P}, nodes),
+                  .idx2 = index_in(r->ctx, dt, 1, (int64_t[]){P}, codes),
+                  .offsets = index_in(r->ctx, dt, 1, (int64_t[]){B}, offs)};
+        CHECK_GRAD(r, f_hs_loss, &a, 0, h, W);
+    }
+}
+
 typedef struct {
     const char *op; /* an ops.def entry's fn */
     void (*run)(case_run *r);
@@ -604,6 +621,7 @@ static const op_case cases[] = {
     {"to_sparse", case_to_sparse},
     {"sparse_mask", case_sparse_mask},
     {"sgns_loss", case_sgns_loss},
+    {"hs_loss", case_hs_loss},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the build given as $1 into a temporary prefix, then builds a separate program
 # against it twice: with pkg-config and with CMake's find_package(sgrad); and runs the
-# installed programs (bin/sgrad-w2v trains on a tiny corpus, bin/sgrad-bench prints its
-# usage). In a sanitizer build the consumers are compiled with the same -fsanitize flags,
-# since the installed library then needs the sanitizer runtime.
+# installed programs (bin/sgrad-w2v trains on a tiny corpus, bin/sgrad-fasttext trains and
+# tests a tiny classifier, bin/sgrad-bench prints its usage). In a sanitizer build the
+# consumers are compiled with the same -fsanitize flags, since the installed library then
+# needs the sanitizer runtime.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(pwd)
@@ -59,7 +60,7 @@ if grep -q '^SGRAD_BUILD_TOOLS:BOOL=OFF' "$build/CMakeCache.txt"; then
     echo "install: programs not built here (SGRAD_BUILD_TOOLS=OFF), not checked"
 else
     bin=$tmp/prefix/bin
-    for p in sgrad-w2v sgrad-bench; do
+    for p in sgrad-w2v sgrad-fasttext sgrad-bench; do
         [ -x "$bin/$p" ] || { echo "install: $bin/$p is not installed"; exit 1; }
     done
     # No arguments: usage on stderr and exit status 2.
@@ -74,6 +75,10 @@ else
     [ "$(head -n1 "$tmp/v.txt")" = "6 8" ] || { echo "install: bin/sgrad-w2v wrote no 6 x 8 table"; exit 1; }
     "$bin/sgrad-bench" --help | grep -q '^usage: sgrad-bench' \
         || { echo "install: bin/sgrad-bench --help printed no usage"; exit 1; }
-    echo "install: bin/sgrad-w2v and bin/sgrad-bench installed and run"
+    for i in 1 2 3 4 5 6; do echo "__label__x a b"; echo "__label__y c d"; done >"$tmp/labelled.txt"
+    "$bin/sgrad-fasttext" supervised -input "$tmp/labelled.txt" -output "$tmp/m" -dim 4 -verbose 0 &&
+        [ "$("$bin/sgrad-fasttext" test "$tmp/m.bin" "$tmp/labelled.txt" | head -n1)" = "$(printf 'N\t12')" ] ||
+        { echo "install: bin/sgrad-fasttext did not train and test"; exit 1; }
+    echo "install: bin/sgrad-w2v, bin/sgrad-fasttext and bin/sgrad-bench installed and run"
 fi
 echo "1 passed, 0 failed"

@@ -8,12 +8,12 @@
 
 #include <unistd.h>
 
-#include "../tools/w2v/progress.c"
+#include "../tools/common/progress.c"
 #include "../tools/w2v/query.c"
-#include "../tools/w2v/sampling.c"
+#include "../tools/common/sampling.c"
 #include "../tools/w2v/checkpoint.c"
 #include "../tools/w2v/train.c"
-#include "../tools/w2v/vocab.c"
+#include "../tools/common/vocab.c"
 
 enum { TOPICS = 10, PER_TOPIC = 5, SENTENCES = 1500, LEN = 10 };
 
@@ -28,11 +28,11 @@ static void make_corpus(void)
     atexit(remove_corpus);
     snprintf(corpus_path, sizeof corpus_path, "/tmp/sgrad_test_w2v_train_%d.txt", (int)getpid());
     FILE *f = fopen(corpus_path, "w");
-    w2v_rng r = {2024};
+    tc_rng r = {2024};
     for (int s = 0; s < SENTENCES; s++) {
-        int topic = (int)w2v_rng_below(&r, TOPICS);
+        int topic = (int)tc_rng_below(&r, TOPICS);
         for (int i = 0; i < LEN; i++)
-            fprintf(f, "%st%dw%d", i ? " " : "", topic, (int)w2v_rng_below(&r, PER_TOPIC));
+            fprintf(f, "%st%dw%d", i ? " " : "", topic, (int)tc_rng_below(&r, PER_TOPIC));
         fputc('\n', f);
     }
     fclose(f);
@@ -42,10 +42,10 @@ static void make_corpus(void)
  * topic mates. The vectors are copied to `vec` when it is not NULL. */
 static int train_and_score(w2v_config *cfg, double *loss, float *vec)
 {
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    CHECK(w2v_vocab_count_file(&v, corpus_path) == 0);
-    CHECK(w2v_vocab_finalize(&v, cfg->min_count) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(tc_vocab_count_file(&v, corpus_path) == 0);
+    CHECK(tc_vocab_finalize(&v, cfg->min_count) == 0);
     CHECK(v.size == TOPICS * PER_TOPIC);
     CHECK(v.total_tokens == SENTENCES * LEN);
     w2v_result res;
@@ -86,7 +86,7 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
         }
         w2v_model_free(&m);
     }
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     return good;
 }
 
@@ -175,12 +175,12 @@ TEST(dominant_word_keeps_training_stable)
     char path[256];
     snprintf(path, sizeof path, "/tmp/sgrad_test_w2v_zipf_%d.txt", (int)getpid());
     FILE *f = fopen(path, "w");
-    w2v_rng r = {3};
+    tc_rng r = {3};
     for (int s = 0; s < 4000; s++)
         for (int i = 0; i < 12; i++) {
-            uint32_t a = w2v_rng_below(&r, 1000), b = w2v_rng_below(&r, 200);
+            uint32_t a = tc_rng_below(&r, 1000), b = tc_rng_below(&r, 200);
             if (a < 300) fprintf(f, "the");
-            else fprintf(f, "w%u", b * w2v_rng_below(&r, 200) / 200);
+            else fprintf(f, "w%u", b * tc_rng_below(&r, 200) / 200);
             fputc(i == 11 ? '\n' : ' ', f);
         }
     fclose(f);
@@ -193,16 +193,16 @@ TEST(dominant_word_keeps_training_stable)
     c.threads = 1;
     c.batch = 8192;
     c.iter = 2;
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(tc_vocab_count_file(&v, path) == 0 && tc_vocab_finalize(&v, 5) == 0);
     w2v_result res;
     w2v_model m = {0};
     CHECK(w2v_train(&c, &v, NULL, &res, &m) == 0);
     CHECK(isfinite(res.final_loss) && res.final_loss < 3.0);
     CHECK(res.steps > 0 && (double)res.examples / (double)res.steps < 2000);
     if (m.ctx) w2v_model_free(&m);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     remove(path);
 }
 
@@ -211,9 +211,9 @@ TEST(oversized_step_arrays_are_refused_before_allocating)
     /* CBOW with -batch 2^24 and -window 100 would take 2^24 * 200 int32 context slots
      * (13 GB, offsets past INT32_MAX); skip-gram with -negative 100, 2^24 * 101 targets */
     make_corpus();
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    CHECK(w2v_vocab_count_file(&v, corpus_path) == 0 && w2v_vocab_finalize(&v, 1) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(tc_vocab_count_file(&v, corpus_path) == 0 && tc_vocab_finalize(&v, 1) == 0);
     w2v_config c;
     w2v_config_default(&c);
     c.train = corpus_path;
@@ -240,7 +240,7 @@ TEST(oversized_step_arrays_are_refused_before_allocating)
     c.batch++;
     CHECK(w2v_config_check(&c, null) != 0);
     if (null) fclose(null);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
 }
 
 TEST(cbow_on_equally_frequent_words_converges)
@@ -255,9 +255,9 @@ TEST(cbow_on_equally_frequent_words_converges)
     char path[256];
     snprintf(path, sizeof path, "/tmp/sgrad_test_w2v_cbow200_%d.txt", (int)getpid());
     FILE *f = fopen(path, "w");
-    w2v_rng r = {77};
+    tc_rng r = {77};
     for (int s = 0; s < 4000; s++) {
-        for (int i = 0; i < 100; i++) fprintf(f, "%sw%d", i ? " " : "", (int)w2v_rng_below(&r, 200));
+        for (int i = 0; i < 100; i++) fprintf(f, "%sw%d", i ? " " : "", (int)tc_rng_below(&r, 200));
         fputc('\n', f);
     }
     fclose(f);
@@ -270,9 +270,9 @@ TEST(cbow_on_equally_frequent_words_converges)
     CHECK(w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, 0.05) * 0.05 <= W2V_CBOW_INPUT_STEP_BOUND + 1e-9);
     /* skip-gram's default is unchanged */
     CHECK(w2v_row_hit_cap(W2V_ROW_STEP_BOUND, 0.025) == W2V_MAX_ROW_HITS);
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    CHECK(w2v_vocab_count_file(&v, path) == 0 && w2v_vocab_finalize(&v, 5) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(tc_vocab_count_file(&v, path) == 0 && tc_vocab_finalize(&v, 5) == 0);
     CHECK(v.size == 200);
     w2v_result res;
     w2v_model m = {0};
@@ -285,7 +285,7 @@ TEST(cbow_on_equally_frequent_words_converges)
         CHECK(maxabs < 10);
     }
     w2v_model_free(&m);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     remove(path);
 }
 

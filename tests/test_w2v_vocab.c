@@ -6,8 +6,8 @@
 
 #include <unistd.h>
 
-#include "../tools/w2v/sampling.c"
-#include "../tools/w2v/vocab.c"
+#include "../tools/common/sampling.c"
+#include "../tools/common/vocab.c"
 
 static const char *write_tmp(const char *name, const char *text)
 {
@@ -24,17 +24,17 @@ TEST(reader_tokens_and_lines)
 {
     /* CR, tabs and runs of blanks separate words; a newline is its own token */
     const char *p = write_tmp("reader", "a  bb\tc\r\n\nd\n  e");
-    w2v_reader r;
-    CHECK(p && w2v_reader_open(&r, p) == 0);
-    char w[W2V_MAX_WORD];
+    tc_reader r;
+    CHECK(p && tc_reader_open(&r, p) == 0);
+    char w[TC_MAX_WORD];
     const char *want[] = {"a", "bb", "c", "\n", "\n", "d", "\n", "e"};
     for (int i = 0; i < 8; i++) {
-        w2v_tok t = w2v_reader_next(&r, w);
-        if (want[i][0] == '\n') CHECK(t == W2V_TOK_EOL);
-        else CHECK(t == W2V_TOK_WORD && strcmp(w, want[i]) == 0);
+        tc_tok t = tc_reader_next(&r, w);
+        if (want[i][0] == '\n') CHECK(t == TC_TOK_EOL);
+        else CHECK(t == TC_TOK_WORD && strcmp(w, want[i]) == 0);
     }
-    CHECK(w2v_reader_next(&r, w) == W2V_TOK_EOF);
-    w2v_reader_close(&r);
+    CHECK(tc_reader_next(&r, w) == TC_TOK_EOF);
+    tc_reader_close(&r);
     remove(p);
 }
 
@@ -44,13 +44,13 @@ TEST(long_words_are_cut)
     memset(text, 'x', 250);
     strcpy(text + 250, " y\n");
     const char *p = write_tmp("long", text);
-    w2v_reader r;
-    CHECK(p && w2v_reader_open(&r, p) == 0);
-    char w[W2V_MAX_WORD];
-    CHECK(w2v_reader_next(&r, w) == W2V_TOK_WORD);
-    CHECK(strlen(w) == W2V_MAX_WORD - 1);
-    CHECK(w2v_reader_next(&r, w) == W2V_TOK_WORD && strcmp(w, "y") == 0);
-    w2v_reader_close(&r);
+    tc_reader r;
+    CHECK(p && tc_reader_open(&r, p) == 0);
+    char w[TC_MAX_WORD];
+    CHECK(tc_reader_next(&r, w) == TC_TOK_WORD);
+    CHECK(strlen(w) == TC_MAX_WORD - 1);
+    CHECK(tc_reader_next(&r, w) == TC_TOK_WORD && strcmp(w, "y") == 0);
+    tc_reader_close(&r);
     remove(p);
 }
 
@@ -60,13 +60,13 @@ TEST(counts_min_count_and_order)
     const char *p = write_tmp("counts", "the cat the dog rare the\n"
                                         "dog the cat ant ant the once dog\n"
                                         "ant cat dog the ant cat dog the ant cat");
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    CHECK(p && w2v_vocab_count_file(&v, p) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(p && tc_vocab_count_file(&v, p) == 0);
     CHECK(v.total_tokens == 24);
     CHECK(v.lines == 3);
     CHECK(v.size == 6);
-    CHECK(w2v_vocab_finalize(&v, 2) == 0);
+    CHECK(tc_vocab_finalize(&v, 2) == 0);
     /* count descending, ties in byte order; words below min-count gone */
     const char *order[] = {"the", "ant", "cat", "dog"};
     const int64_t count[] = {7, 5, 5, 5};
@@ -74,29 +74,29 @@ TEST(counts_min_count_and_order)
     for (int i = 0; i < 4 && i < v.size; i++) {
         CHECK(strcmp(v.words[i], order[i]) == 0);
         CHECK(v.counts[i] == count[i]);
-        CHECK(w2v_vocab_find(&v, order[i]) == i);
+        CHECK(tc_vocab_find(&v, order[i]) == i);
     }
-    CHECK(w2v_vocab_find(&v, "rare") == -1);
-    CHECK(w2v_vocab_find(&v, "once") == -1);
+    CHECK(tc_vocab_find(&v, "rare") == -1);
+    CHECK(tc_vocab_find(&v, "once") == -1);
     CHECK(v.train_words == 22);
     CHECK(v.total_tokens == 24); /* tokens of dropped words still count as corpus words */
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     remove(p);
 }
 
 TEST(many_words_grow_the_hash)
 {
     /* 5000 distinct words, word i added i % 7 + 1 times, against a direct count */
-    w2v_vocab v;
-    w2v_vocab_init(&v);
+    tc_vocab v;
+    tc_vocab_init(&v);
     char w[32];
     for (int rep = 0; rep < 7; rep++)
         for (int i = 0; i < 5000; i++)
             if (rep < i % 7 + 1) {
                 snprintf(w, sizeof w, "w%d", i);
-                CHECK(w2v_vocab_add(&v, w, 1) >= 0);
+                CHECK(tc_vocab_add(&v, w, 1) >= 0);
             }
-    CHECK(w2v_vocab_finalize(&v, 3) == 0);
+    CHECK(tc_vocab_finalize(&v, 3) == 0);
     int64_t expect_size = 0, expect_words = 0;
     for (int i = 0; i < 5000; i++)
         if (i % 7 + 1 >= 3) {
@@ -109,11 +109,11 @@ TEST(many_words_grow_the_hash)
         CHECK(v.counts[i - 1] > v.counts[i] ||
               (v.counts[i - 1] == v.counts[i] && strcmp(v.words[i - 1], v.words[i]) < 0));
     snprintf(w, sizeof w, "w%d", 4999); /* 4999 % 7 + 1 = 2 < 3: dropped */
-    CHECK(w2v_vocab_find(&v, w) == -1);
+    CHECK(tc_vocab_find(&v, w) == -1);
     snprintf(w, sizeof w, "w%d", 4997); /* 4997 % 7 + 1 = 7 occurrences */
-    int64_t r = w2v_vocab_find(&v, w);
+    int64_t r = tc_vocab_find(&v, w);
     CHECK(r >= 0 && r < v.size && v.counts[r] == 7);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
 }
 
 TEST(subsampling_probability)
@@ -122,32 +122,32 @@ TEST(subsampling_probability)
      * count 1000: (sqrt(1000/100) + 1) * 100/1000 = (3.16227766 + 1) * 0.1 = 0.416227766
      * count 10000: (sqrt(100) + 1) * 0.01 = 0.11
      * count 100: (1 + 1) * 1 = 2 -> capped at 1 */
-    CHECK_NEAR(w2v_keep_prob(1000, 1e-3, 100000), 0.416227766, 1e-9);
-    CHECK_NEAR(w2v_keep_prob(10000, 1e-3, 100000), 0.11, 1e-12);
-    CHECK_NEAR(w2v_keep_prob(100, 1e-3, 100000), 1.0, 0);
-    CHECK_NEAR(w2v_keep_prob(10000, 0, 100000), 1.0, 0); /* sample 0: off */
+    CHECK_NEAR(tc_keep_prob(1000, 1e-3, 100000), 0.416227766, 1e-9);
+    CHECK_NEAR(tc_keep_prob(10000, 1e-3, 100000), 0.11, 1e-12);
+    CHECK_NEAR(tc_keep_prob(100, 1e-3, 100000), 1.0, 0);
+    CHECK_NEAR(tc_keep_prob(10000, 0, 100000), 1.0, 0); /* sample 0: off */
     /* the table's thresholds, drawn against the generator, keep that fraction */
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    w2v_vocab_add(&v, "frequent", 10000);
-    w2v_vocab_add(&v, "medium", 1000);
-    w2v_vocab_add(&v, "rare", 100);
-    w2v_vocab_add(&v, "filler", 88900);
-    CHECK(w2v_vocab_finalize(&v, 1) == 0);
+    tc_vocab v;
+    tc_vocab_init(&v);
+    tc_vocab_add(&v, "frequent", 10000);
+    tc_vocab_add(&v, "medium", 1000);
+    tc_vocab_add(&v, "rare", 100);
+    tc_vocab_add(&v, "filler", 88900);
+    CHECK(tc_vocab_finalize(&v, 1) == 0);
     CHECK(v.train_words == 100000);
-    uint64_t *keep = w2v_keep_table(&v, 1e-3);
+    uint64_t *keep = tc_keep_table(&v, 1e-3);
     CHECK(keep != NULL);
-    w2v_rng rng = {7};
+    tc_rng rng = {7};
     const int draws = 200000;
     for (int64_t i = 0; keep && i < v.size; i++) {
         int kept = 0;
-        for (int d = 0; d < draws; d++) kept += (w2v_rng_next(&rng) & 0xffffffffu) < keep[i];
-        double p = w2v_keep_prob(v.counts[i], 1e-3, v.train_words);
+        for (int d = 0; d < draws; d++) kept += (tc_rng_next(&rng) & 0xffffffffu) < keep[i];
+        double p = tc_keep_prob(v.counts[i], 1e-3, v.train_words);
         double sd = sqrt(p * (1 - p) / draws);
         CHECK_NEAR((double)kept / draws, p, 5 * sd + 1e-9);
     }
     free(keep);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
 }
 
 TEST(noise_distribution_exact)
@@ -156,19 +156,19 @@ TEST(noise_distribution_exact)
     enum { N = 1000 };
     int64_t counts[N];
     for (int i = 0; i < N; i++) counts[i] = 100000 / (i + 1) + 1;
-    w2v_noise t;
-    CHECK(w2v_noise_init(&t, counts, N, 0.75) == 0);
+    tc_noise t;
+    CHECK(tc_noise_init(&t, counts, N, 0.75) == 0);
     double z = 0;
     for (int i = 0; i < N; i++) z += pow((double)counts[i], 0.75);
     double worst = 0, total = 0;
     for (int i = 0; i < N; i++) {
-        double p = w2v_noise_prob(&t, i), exact = pow((double)counts[i], 0.75) / z;
+        double p = tc_noise_prob(&t, i), exact = pow((double)counts[i], 0.75) / z;
         total += p;
         if (fabs(p - exact) > worst) worst = fabs(p - exact);
     }
     CHECK_NEAR(total, 1.0, 1e-9);
     CHECK(worst < 1e-9); /* per-entry rounding is below 2^-32 / N per share */
-    w2v_noise_free(&t);
+    tc_noise_free(&t);
 }
 
 TEST(noise_draws_follow_the_distribution)
@@ -177,12 +177,12 @@ TEST(noise_draws_follow_the_distribution)
     enum { N = 20, DRAWS = 1000000 };
     int64_t counts[N];
     for (int i = 0; i < N; i++) counts[i] = (i + 1) * (i + 1) * 3;
-    w2v_noise t;
-    CHECK(w2v_noise_init(&t, counts, N, 0.75) == 0);
+    tc_noise t;
+    CHECK(tc_noise_init(&t, counts, N, 0.75) == 0);
     int64_t seen[N] = {0};
-    w2v_rng rng = {12345};
+    tc_rng rng = {12345};
     for (int d = 0; d < DRAWS; d++) {
-        int32_t w = w2v_noise_draw(&t, &rng);
+        int32_t w = tc_noise_draw(&t, &rng);
         CHECK(w >= 0 && w < N);
         if (w >= 0 && w < N) seen[w]++;
     }
@@ -194,12 +194,12 @@ TEST(noise_draws_follow_the_distribution)
     }
     CHECK(chi2 < 45.3); /* 19 degrees of freedom: P(chi2 > 45.3) < 0.001 */
     /* power 0 is uniform, power 1 the unigram distribution itself */
-    w2v_noise_free(&t);
-    CHECK(w2v_noise_init(&t, counts, N, 1.0) == 0);
+    tc_noise_free(&t);
+    CHECK(tc_noise_init(&t, counts, N, 1.0) == 0);
     int64_t sum = 0;
     for (int i = 0; i < N; i++) sum += counts[i];
-    for (int i = 0; i < N; i++) CHECK_NEAR(w2v_noise_prob(&t, i), (double)counts[i] / sum, 1e-9);
-    w2v_noise_free(&t);
+    for (int i = 0; i < N; i++) CHECK_NEAR(tc_noise_prob(&t, i), (double)counts[i] / sum, 1e-9);
+    tc_noise_free(&t);
 }
 
 TEST_MAIN()

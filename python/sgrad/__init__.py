@@ -797,6 +797,16 @@ def sgns_loss(h, W, targets, fused=None):
                    "sgns_loss")
 
 
+def hs_loss(h, W, nodes, codes, offsets):
+    """sg_hs_loss: hierarchical softmax; h (B,D), W (N,D) inner-node rows, nodes and codes
+    (P) int (codes 0/1), offsets (B) int (example i's path is entries offsets[i] ..
+    offsets[i+1]) -> scalar sum of softplus(-z), z = +-(W[node] . h_i), + for code 1."""
+    ctx = _ctx_of(h, W)
+    th, tw = _tensor_arg(ctx, h), _tensor_arg(ctx, W)
+    tn, tc, to = _index_arg(ctx, nodes), _index_arg(ctx, codes), _index_arg(ctx, offsets)
+    return _result(ctx, lib.sg_hs_loss(th._h(), tw._h(), tn._h(), tc._h(), to._h()), "hs_loss")
+
+
 def coalesce(t):
     """sg_coalesce: sorted, duplicates summed; not differentiable (see sgrad.h)."""
     ctx = _ctx_of(t)

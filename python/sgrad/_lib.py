@@ -158,6 +158,7 @@ _SIGNATURES = {
     "sg_slice": (P, [P, c_int64, c_int64]),
     "sg_to_sparse": (P, [P, c_int]),
     "sg_sgns_loss": (P, [P, P, P, ctypes.POINTER(SgnsOpts)]),
+    "sg_hs_loss": (P, [P, P, P, P, P]),
     "sg_gradcheck": (c_int, [P, GRADCHECK_FN, c_void_p, c_int, ctypes.POINTER(c_void_p),
                              ctypes.POINTER(GradcheckOpts), ctypes.POINTER(GradcheckResult)]),
     "sg_optim_sgd": (P, [P, ctypes.POINTER(SgdOpts)]),

@@ -177,6 +177,34 @@ def test_embedding_bag_word2vec_rule_gives_each_row_the_undivided_error():
         sgrad.embedding_bag(W, [1], [0], mode="sum", grad="word2vec")
 
 
+def test_hs_loss_against_numpy():
+    # hierarchical softmax (no torch counterpart): value and gradients against a numpy
+    # loop of the closed form, loss = sum softplus(-z), z = s W[node].h, s = +1 for code 1
+    rng = np.random.default_rng(3)
+    B, N, D = 3, 5, 4
+    h0, W0 = rng.normal(size=(B, D)), rng.normal(size=(N, D))
+    nodes, codes, offsets = [4, 2, 0, 4, 1, 3], [1, 0, 0, 1, 1, 0], [0, 2, 2]
+    ctx = sgrad.Context()
+    h = ctx.tensor(h0, requires_grad=True)
+    W = ctx.tensor(W0, requires_grad=True)
+    loss = sgrad.hs_loss(h, W, nodes, codes, offsets)
+    want, gh, gW = 0.0, np.zeros_like(h0), np.zeros_like(W0)
+    ends = offsets[1:] + [len(nodes)]
+    for i in range(B):
+        for e in range(offsets[i], ends[i]):
+            s = 1.0 if codes[e] else -1.0
+            z = s * W0[nodes[e]] @ h0[i]
+            want += np.log1p(np.exp(-z))
+            dz = -1.0 / (1.0 + np.exp(z))  # d softplus(-z) / dz
+            gh[i] += dz * s * W0[nodes[e]]
+            gW[nodes[e]] += dz * s * h0[i]
+    np.testing.assert_allclose(float(loss.numpy()), want, rtol=1e-12)
+    loss.backward()
+    np.testing.assert_allclose(h.grad, gh, rtol=1e-12, atol=1e-14)
+    assert W.grad.is_sparse and sorted(W.grad.indices[0].tolist()) == sorted(nodes)
+    np.testing.assert_allclose(W.grad.to_numpy_dense(), gW, rtol=1e-12, atol=1e-14)
+
+
 def test_to_dense_passes_the_full_gradient_and_sparse_mask_restricts_it():
     ctx = sgrad.Context()
     x = sgrad.coo([[0, 2], [1, 1]], [1.0, 2.0], (3, 2), ctx=ctx, requires_grad=True)

@@ -44,7 +44,7 @@ static void put(meta_list *l, const char *key, const char *fmt, ...)
 
 /* What decides the result of a run: the flags by their command-line names, then the
  * corpus. The first entry is the format. */
-static void identity(meta_list *l, const w2v_config *cfg, const w2v_vocab *v)
+static void identity(meta_list *l, const w2v_config *cfg, const tc_vocab *v)
 {
     const double alpha = cfg->alpha > 0 ? cfg->alpha : (cfg->cbow ? 0.05 : 0.025);
     put(l, "w2v.format", "%s", W2V_CKPT_FORMAT);
@@ -87,7 +87,7 @@ static sg_tensor *sentence_tensor(sg_ctx *ctx, const w2v_position *p)
     return sg_tensor_from_data(ctx, SG_I32, 1, shape, p->sentence);
 }
 
-int w2v_checkpoint_save(const char *path, const w2v_config *cfg, const w2v_vocab *v,
+int w2v_checkpoint_save(const char *path, const w2v_config *cfg, const tc_vocab *v,
                         const w2v_model *m, sg_optim *opt, const w2v_position *pos, FILE *err)
 {
     meta_list l = {0};
@@ -109,7 +109,7 @@ int w2v_checkpoint_save(const char *path, const w2v_config *cfg, const w2v_vocab
     return 0;
 }
 
-int w2v_checkpoint_check(const char *path, const w2v_config *cfg, const w2v_vocab *v, FILE *err)
+int w2v_checkpoint_check(const char *path, const w2v_config *cfg, const tc_vocab *v, FILE *err)
 {
     sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
     if (!ctx) {
@@ -183,7 +183,7 @@ static bool get_f64(const sg_checkpoint_meta *meta, const char *key, double *out
 
 /* The position from the metadata and the sentence tensor, every field in its range. */
 static bool parse_position(const sg_checkpoint_meta *meta, const int32_t *sentence, const w2v_config *cfg,
-                           const w2v_vocab *v, int64_t optim_steps, w2v_position *p)
+                           const tc_vocab *v, int64_t optim_steps, w2v_position *p)
 {
     int64_t epoch, done, len, pos;
     memset(p, 0, sizeof *p);
@@ -209,7 +209,7 @@ static bool parse_position(const sg_checkpoint_meta *meta, const int32_t *senten
     return true;
 }
 
-int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const w2v_vocab *v,
+int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const tc_vocab *v,
                         const w2v_model *m, sg_optim *opt, w2v_position *pos, FILE *err)
 {
     w2v_position zero;

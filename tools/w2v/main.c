@@ -199,11 +199,11 @@ int main(int argc, char **argv)
     }
     /* before the corpus is read: a run that cannot save its result does not start */
     if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
-    w2v_vocab v;
-    w2v_vocab_init(&v);
-    if (w2v_vocab_count_file(&v, cfg.train) || w2v_vocab_finalize(&v, cfg.min_count)) {
+    tc_vocab v;
+    tc_vocab_init(&v);
+    if (tc_vocab_count_file(&v, cfg.train) || tc_vocab_finalize(&v, cfg.min_count)) {
         fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
-        w2v_vocab_free(&v);
+        tc_vocab_free(&v);
         return 1;
     }
     fprintf(stderr, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
@@ -211,13 +211,13 @@ int main(int argc, char **argv)
             (long long)v.lines, (long long)v.size, (long long)cfg.min_count);
     /* a checkpoint from other flags or another corpus is refused before training */
     if (cfg.resume && w2v_checkpoint_check(cfg.resume, &cfg, &v, stderr)) {
-        w2v_vocab_free(&v);
+        tc_vocab_free(&v);
         return 2;
     }
     w2v_result res;
     w2v_model m;
     if (w2v_train(&cfg, &v, stderr, &res, &m)) {
-        w2v_vocab_free(&v);
+        tc_vocab_free(&v);
         return 1;
     }
     int threads = sg_ctx_threads(m.ctx);
@@ -243,6 +243,6 @@ int main(int argc, char **argv)
         }
     }
     w2v_model_free(&m);
-    w2v_vocab_free(&v);
+    tc_vocab_free(&v);
     return rc;
 }

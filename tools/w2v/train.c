@@ -69,11 +69,11 @@ void w2v_model_free(w2v_model *m)
 
 typedef struct {
     const w2v_config *cfg;
-    const w2v_vocab *v;
+    const tc_vocab *v;
     uint64_t *keep;
-    w2v_noise noise;
-    w2v_rng rng;
-    w2v_reader rd;
+    tc_noise noise;
+    tc_rng rng;
+    tc_reader rd;
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
     /* the current sentence (kept words only) */
@@ -118,22 +118,22 @@ static double w2v_lr_schedule(void *ud, int64_t step, double base_lr)
 /* Reads the next sentence: kept in-vocabulary words, at most W2V_MAX_SENTENCE. */
 static void next_sentence(w2v_trainer *t)
 {
-    char word[W2V_MAX_WORD];
+    char word[TC_MAX_WORD];
     t->len = t->pos = 0;
     while (!t->epoch_done) {
-        w2v_tok k = w2v_reader_next(&t->rd, word);
-        if (k == W2V_TOK_EOF) {
+        tc_tok k = tc_reader_next(&t->rd, word);
+        if (k == TC_TOK_EOF) {
             t->epoch_done = true;
             break;
         }
-        if (k == W2V_TOK_EOL) {
+        if (k == TC_TOK_EOL) {
             if (t->len > 0) break;
             continue;
         }
         t->tokens++;
-        int64_t id = w2v_vocab_find(t->v, word);
+        int64_t id = tc_vocab_find(t->v, word);
         if (id < 0) continue;
-        if ((w2v_rng_next(&t->rng) & 0xffffffffu) >= t->keep[id]) continue;
+        if ((tc_rng_next(&t->rng) & 0xffffffffu) >= t->keep[id]) continue;
         t->sen[t->len++] = (int32_t)id;
         if (t->len == W2V_MAX_SENTENCE) break;
     }
@@ -143,7 +143,7 @@ static void next_sentence(w2v_trainer *t)
 static void take_position(const w2v_trainer *t, int epoch, w2v_position *p)
 {
     p->epoch = epoch;
-    p->offset = w2v_reader_offset(&t->rd);
+    p->offset = tc_reader_offset(&t->rd);
     p->epoch_done = t->epoch_done;
     p->rng = t->rng.s;
     p->tokens = t->tokens;
@@ -166,9 +166,9 @@ static void epoch_start_position(const w2v_trainer *t, int epoch, w2v_position *
 static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
 {
     for (int k = 1; k <= t->cfg->negative; k++) {
-        int32_t w = w2v_noise_draw(&t->noise, &t->rng);
+        int32_t w = tc_noise_draw(&t->noise, &t->rng);
         for (int tries = 0; w == positive && tries < 8; tries++)
-            w = w2v_noise_draw(&t->noise, &t->rng);
+            w = tc_noise_draw(&t->noise, &t->rng);
         row[k] = w;
     }
 }
@@ -213,7 +213,7 @@ static void fill_batch(w2v_trainer *t)
         }
         const int p = t->pos++;
         const int64_t centre = t->sen[p];
-        const int b = (int)w2v_rng_below(&t->rng, (uint32_t)W);
+        const int b = (int)tc_rng_below(&t->rng, (uint32_t)W);
         const int lo = p - W + b < 0 ? 0 : p - W + b;
         const int hi = p + W - b >= t->len ? t->len - 1 : p + W - b;
         if (t->cfg->cbow) {
@@ -403,7 +403,7 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
-int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *res,
+int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
     memset(res, 0, sizeof *res);
@@ -425,7 +425,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     t.row_cap = w2v_row_hit_cap(W2V_ROW_STEP_BOUND, alpha);
     t.in_row_cap = cfg->cbow ? w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
-    t.keep = w2v_keep_table(v, cfg->sample);
+    t.keep = tc_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
     t.hits_out = calloc((size_t)V, sizeof *t.hits_out);
     w2v_model m = {0};
@@ -436,7 +436,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     sg_optim *opt = NULL;
     FILE *jlog = NULL;
     if (!t.keep || !t.hits_in || !t.hits_out || !m.ctx ||
-        w2v_noise_init(&t.noise, v->counts, V, 0.75)) {
+        tc_noise_init(&t.noise, v->counts, V, 0.75)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
     }
@@ -492,11 +492,11 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     }
 
     const int threads = sg_ctx_threads(m.ctx);
-    w2v_progress pr;
-    w2v_progress_init(&pr, log, threads);
-    w2v_log jl;
-    w2v_log_init(&jl, jlog, threads);
-    const double t0 = w2v_now();
+    tc_progress pr;
+    tc_progress_init(&pr, log, threads);
+    tc_log jl;
+    tc_log_init(&jl, jlog, threads);
+    const double t0 = tc_now();
     const int64_t tokens0 = t.tokens; /* read before this process: not in its speed */
     /* start: the first step's loss per example */
     double interval_loss = 0, epoch_loss = at.epoch_loss, start_loss = at.start_loss;
@@ -504,14 +504,14 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
     w2v_position saved; /* the position of the coming checkpoint, taken before its fill */
     memset(&saved, 0, sizeof saved);
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
-        if (w2v_reader_open(&t.rd, cfg->train)) {
+        if (tc_reader_open(&t.rd, cfg->train)) {
             fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
             goto done;
         }
         if (ep == at.epoch && mid_epoch) {
-            if (w2v_reader_seek(&t.rd, at.offset)) {
+            if (tc_reader_seek(&t.rd, at.offset)) {
                 fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
-                w2v_reader_close(&t.rd);
+                tc_reader_close(&t.rd);
                 goto done;
             }
             t.epoch_done = at.epoch_done;
@@ -566,13 +566,13 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 if (loss)
                     fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
                             sg_status_string(st), sg_ctx_message(m.ctx));
-                w2v_reader_close(&t.rd);
+                tc_reader_close(&t.rd);
                 goto done;
             }
             if (!isfinite(l)) {
                 fprintf(stderr, "\nsgrad-w2v: training diverged (loss %g) at %.1f%%; try a "
                                 "lower -alpha or -batch\n", l, 100.0 * (double)t.tokens / (double)total);
-                w2v_reader_close(&t.rd);
+                tc_reader_close(&t.rd);
                 goto done;
             }
             if (start_loss == 0) start_loss = l / (double)n;
@@ -580,7 +580,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 fprintf(stderr, "\nsgrad-w2v: training diverged (loss per example %g, %g at the "
                                 "start) at %.1f%%; try a lower -alpha or -batch\n", l / (double)n,
                         start_loss, 100.0 * (double)t.tokens / (double)total);
-                w2v_reader_close(&t.rd);
+                tc_reader_close(&t.rd);
                 goto done;
             }
             interval_loss += l;
@@ -589,9 +589,9 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
             epoch_n += n;
             res->examples += n;
             res->steps++;
-            w2v_log_update(&jl, ep + 1, lr_tokens, total, res->steps, lr, l, n, false);
-            if (log && w2v_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
-                w2v_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
+            tc_log_update(&jl, ep + 1, lr_tokens, total, res->steps, lr, l, n, false);
+            if (log && tc_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
+                tc_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
                                     false);
                 interval_loss = 0;
                 interval_n = 0;
@@ -603,12 +603,12 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
                 saved.epoch_loss = epoch_loss;
                 saved.epoch_examples = epoch_n;
                 if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) {
-                    w2v_reader_close(&t.rd);
+                    tc_reader_close(&t.rd);
                     goto done;
                 }
             }
         }
-        w2v_reader_close(&t.rd);
+        tc_reader_close(&t.rd);
         /* -save-every 0: a checkpoint at each epoch's end (the last one's is below) */
         if (cfg->checkpoint && cfg->save_every == 0 && ep + 1 < cfg->iter) {
             epoch_start_position(&t, ep + 1, &saved);
@@ -626,14 +626,14 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
         goto done;
     }
     sg_tape_reset(m.ctx);
-    res->seconds = w2v_now() - t0;
+    res->seconds = tc_now() - t0;
     res->final_loss = epoch_n ? epoch_loss / (double)epoch_n : NAN;
     res->words_per_sec_thread =
         (double)(t.tokens - tokens0) / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
     if (log && t.tokens > tokens0)
-        w2v_progress_update(&pr, t.tokens, total, alpha * 1e-4,
+        tc_progress_update(&pr, t.tokens, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
-    w2v_log_update(&jl, cfg->iter, t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
+    tc_log_update(&jl, cfg->iter, t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);
         saved.steps = res->steps;
@@ -652,7 +652,7 @@ int w2v_train(const w2v_config *cfg, const w2v_vocab *v, FILE *log, w2v_result *
 done:
     if (jlog) fclose(jlog);
     sg_optim_free(opt);
-    w2v_noise_free(&t.noise);
+    tc_noise_free(&t.noise);
     free(t.keep);
     free(t.hits_in);
     free(t.hits_out);

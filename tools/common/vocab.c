@@ -1,30 +1,31 @@
-/* Corpus reader and vocabulary of sgrad-w2v.
+/* Corpus reader and vocabulary of the sgrad programs.
  *
  * Invariants: a token is a maximal run of bytes other than space, newline, DEL and the
- * other control bytes (NUL included), cut to W2V_MAX_WORD - 1 bytes; a newline is a sentence end (W2V_TOK_EOL).
- * The vocabulary's hash maps each word to its index; after w2v_vocab_finalize the words
+ * other control bytes (NUL included), cut to TC_MAX_WORD - 1 bytes; a newline is a
+ * sentence end (TC_TOK_EOL).
+ * The vocabulary's hash maps each word to its index; after tc_vocab_finalize the words
  * are in frequency order (count descending, ties by bytes ascending, so the order does not
  * depend on the corpus order) and every count is >= min_count.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* fseeko */
 #endif
-#include "w2v.h"
+#include "common.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define W2V_READ_BUF (1 << 20)
+#define TC_READ_BUF (1 << 20)
 #define FNV_OFFSET 1469598103934665603ull
 #define FNV_PRIME 1099511628211ull
 
-int w2v_reader_open(w2v_reader *r, const char *path)
+int tc_reader_open(tc_reader *r, const char *path)
 {
     memset(r, 0, sizeof *r);
     r->f = fopen(path, "rb");
     if (!r->f) return -1;
-    r->buf = malloc(W2V_READ_BUF);
+    r->buf = malloc(TC_READ_BUF);
     if (!r->buf) {
         fclose(r->f);
         r->f = NULL;
@@ -35,14 +36,14 @@ int w2v_reader_open(w2v_reader *r, const char *path)
     return 0;
 }
 
-void w2v_reader_close(w2v_reader *r)
+void tc_reader_close(tc_reader *r)
 {
     if (r->f) fclose(r->f);
     free(r->buf);
     memset(r, 0, sizeof *r);
 }
 
-int w2v_reader_seek(w2v_reader *r, int64_t offset)
+int tc_reader_seek(tc_reader *r, int64_t offset)
 {
     if (offset < 0 || fseeko(r->f, (off_t)offset, SEEK_SET) != 0) {
         if (offset < 0) errno = EINVAL;
@@ -54,12 +55,12 @@ int w2v_reader_seek(w2v_reader *r, int64_t offset)
     return 0;
 }
 
-static int reader_getc(w2v_reader *r)
+static int reader_getc(tc_reader *r)
 {
     if (r->pos == r->len) {
         if (r->eof) return EOF;
         r->buf_start += (int64_t)r->len;
-        r->len = fread(r->buf, 1, W2V_READ_BUF, r->f);
+        r->len = fread(r->buf, 1, TC_READ_BUF, r->f);
         r->pos = 0;
         for (size_t i = 0; r->hashing && i < r->len; i++) r->hash = (r->hash ^ r->buf[i]) * FNV_PRIME;
         if (r->len == 0) {
@@ -74,21 +75,21 @@ static int reader_getc(w2v_reader *r)
  * of a word, so no word is empty or holds a byte the vectors file cannot. */
 static bool is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }
 
-w2v_tok w2v_reader_next(w2v_reader *r, char *word)
+tc_tok tc_reader_next(tc_reader *r, char *word)
 {
     int c;
     do c = reader_getc(r);
     while (is_blank(c));
-    if (c == EOF) return W2V_TOK_EOF;
-    if (c == '\n') return W2V_TOK_EOL;
+    if (c == EOF) return TC_TOK_EOF;
+    if (c == '\n') return TC_TOK_EOL;
     size_t n = 0;
     while (c != EOF && c != '\n' && !is_blank(c)) {
-        if (n < W2V_MAX_WORD - 1) word[n++] = (char)c;
+        if (n < TC_MAX_WORD - 1) word[n++] = (char)c;
         c = reader_getc(r);
     }
     word[n] = '\0';
     if (c == '\n') r->pos--; /* the newline is the next token */
-    return W2V_TOK_WORD;
+    return TC_TOK_WORD;
 }
 
 /* ---- vocabulary */
@@ -100,9 +101,9 @@ static uint64_t hash_str(const char *w)
     return h;
 }
 
-void w2v_vocab_init(w2v_vocab *v) { memset(v, 0, sizeof *v); }
+void tc_vocab_init(tc_vocab *v) { memset(v, 0, sizeof *v); }
 
-void w2v_vocab_free(w2v_vocab *v)
+void tc_vocab_free(tc_vocab *v)
 {
     for (int64_t i = 0; i < v->size; i++) free(v->words[i]);
     free(v->words);
@@ -111,7 +112,7 @@ void w2v_vocab_free(w2v_vocab *v)
     memset(v, 0, sizeof *v);
 }
 
-static int rehash(w2v_vocab *v, int64_t n_slots)
+static int rehash(tc_vocab *v, int64_t n_slots)
 {
     int64_t *s = malloc((size_t)n_slots * sizeof *s);
     if (!s) return -1;
@@ -128,7 +129,7 @@ static int rehash(w2v_vocab *v, int64_t n_slots)
     return 0;
 }
 
-int64_t w2v_vocab_find(const w2v_vocab *v, const char *word)
+int64_t tc_vocab_find(const tc_vocab *v, const char *word)
 {
     if (v->n_slots == 0) return -1;
     const uint64_t mask = (uint64_t)v->n_slots - 1;
@@ -139,7 +140,7 @@ int64_t w2v_vocab_find(const w2v_vocab *v, const char *word)
     }
 }
 
-int64_t w2v_vocab_add(w2v_vocab *v, const char *word, int64_t count)
+int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
 {
     if (v->n_slots == 0 && rehash(v, 1024)) return -1;
     const uint64_t mask = (uint64_t)v->n_slots - 1;
@@ -176,18 +177,18 @@ int64_t w2v_vocab_add(w2v_vocab *v, const char *word, int64_t count)
 typedef struct {
     char *word;
     int64_t count;
-} w2v_entry;
+} tc_entry;
 
 static int entry_cmp(const void *a, const void *b)
 {
-    const w2v_entry *x = a, *y = b;
+    const tc_entry *x = a, *y = b;
     if (x->count != y->count) return x->count > y->count ? -1 : 1;
     return strcmp(x->word, y->word);
 }
 
-int w2v_vocab_finalize(w2v_vocab *v, int64_t min_count)
+int tc_vocab_finalize(tc_vocab *v, int64_t min_count)
 {
-    w2v_entry *e = malloc((size_t)(v->size ? v->size : 1) * sizeof *e);
+    tc_entry *e = malloc((size_t)(v->size ? v->size : 1) * sizeof *e);
     if (!e) return -1;
     int64_t n = 0;
     for (int64_t i = 0; i < v->size; i++) {
@@ -212,33 +213,33 @@ int w2v_vocab_finalize(w2v_vocab *v, int64_t min_count)
     return rehash(v, slots);
 }
 
-int w2v_vocab_count_file(w2v_vocab *v, const char *path)
+int tc_vocab_count_file(tc_vocab *v, const char *path)
 {
-    w2v_reader r;
-    if (w2v_reader_open(&r, path)) return -1;
+    tc_reader r;
+    if (tc_reader_open(&r, path)) return -1;
     r.hashing = true;
-    char word[W2V_MAX_WORD];
-    w2v_tok t;
+    char word[TC_MAX_WORD];
+    tc_tok t;
     bool line_open = false;
-    while ((t = w2v_reader_next(&r, word)) != W2V_TOK_EOF) {
-        if (t == W2V_TOK_EOL) {
+    while ((t = tc_reader_next(&r, word)) != TC_TOK_EOF) {
+        if (t == TC_TOK_EOL) {
             v->lines++;
             line_open = false;
             continue;
         }
         line_open = true;
         v->total_tokens++;
-        if (w2v_vocab_add(v, word, 1) < 0) {
-            w2v_reader_close(&r);
+        if (tc_vocab_add(v, word, 1) < 0) {
+            tc_reader_close(&r);
             errno = ENOMEM;
             return -1;
         }
     }
     if (line_open) v->lines++;
-    v->corpus_bytes = w2v_reader_offset(&r);
+    v->corpus_bytes = tc_reader_offset(&r);
     v->corpus_hash = r.hash;
     int err = ferror(r.f);
-    w2v_reader_close(&r);
+    tc_reader_close(&r);
     if (err) {
         errno = EIO;
         return -1;

@@ -1,4 +1,4 @@
-/* Sampling tables of sgrad-w2v: frequent-word subsampling thresholds and the noise
+/* Sampling tables of the sgrad programs: frequent-word subsampling thresholds and the noise
  * distribution for negative sampling.
  *
  * Invariants: keep thresholds are in [0, 2^32] (2^32 = always keep). The alias table
@@ -6,12 +6,12 @@
  * (2^32 - threshold[j])) / (n * 2^32), equal to counts[i]^power / sum up to the rounding
  * of each threshold to an integer (|error| <= 1 / (n * 2^32) per share moved).
  */
-#include "w2v.h"
+#include "common.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-double w2v_keep_prob(int64_t count, double sample, int64_t train_words)
+double tc_keep_prob(int64_t count, double sample, int64_t train_words)
 {
     if (sample <= 0 || count <= 0) return 1.0;
     double t = sample * (double)train_words, c = (double)count;
@@ -19,18 +19,18 @@ double w2v_keep_prob(int64_t count, double sample, int64_t train_words)
     return p < 1 ? p : 1.0;
 }
 
-uint64_t *w2v_keep_table(const w2v_vocab *v, double sample)
+uint64_t *tc_keep_table(const tc_vocab *v, double sample)
 {
     uint64_t *k = malloc((size_t)(v->size ? v->size : 1) * sizeof *k);
     if (!k) return NULL;
     for (int64_t i = 0; i < v->size; i++) {
-        double p = w2v_keep_prob(v->counts[i], sample, v->train_words);
+        double p = tc_keep_prob(v->counts[i], sample, v->train_words);
         k[i] = p >= 1 ? (uint64_t)1 << 32 : (uint64_t)(p * 4294967296.0);
     }
     return k;
 }
 
-void w2v_noise_free(w2v_noise *t)
+void tc_noise_free(tc_noise *t)
 {
     free(t->threshold);
     free(t->alias);
@@ -39,7 +39,7 @@ void w2v_noise_free(w2v_noise *t)
     t->n = 0;
 }
 
-int w2v_noise_init(w2v_noise *t, const int64_t *counts, int64_t n, double power)
+int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power)
 {
     t->n = n;
     t->threshold = malloc((size_t)(n ? n : 1) * sizeof *t->threshold);
@@ -51,7 +51,7 @@ int w2v_noise_init(w2v_noise *t, const int64_t *counts, int64_t n, double power)
         free(q);
         free(small);
         free(large);
-        w2v_noise_free(t);
+        tc_noise_free(t);
         return -1;
     }
     double sum = 0;
@@ -83,7 +83,7 @@ int w2v_noise_init(w2v_noise *t, const int64_t *counts, int64_t n, double power)
     return 0;
 }
 
-double w2v_noise_prob(const w2v_noise *t, int64_t i)
+double tc_noise_prob(const tc_noise *t, int64_t i)
 {
     const double scale = 4294967296.0 * (double)t->n;
     double p = (double)t->threshold[i];

@@ -1,25 +1,25 @@
-/* Progress line of sgrad-w2v on stderr: percent done, learning rate, words/sec/thread,
+/* Progress line of the sgrad programs on stderr: percent done, learning rate, words/sec/thread,
  * running loss and ETA. On a terminal one line is redrawn in place (\r); otherwise a new
  * line is printed every few seconds, so logs stay readable.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "w2v.h"
+#include "common.h"
 
 #include <time.h>
 #include <unistd.h>
 
-double w2v_now(void)
+double tc_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void w2v_progress_init(w2v_progress *p, FILE *f, int threads)
+void tc_progress_init(tc_progress *p, FILE *f, int threads)
 {
     p->f = f;
     p->tty = f && isatty(fileno(f));
-    p->start = p->last_print = w2v_now();
+    p->start = p->last_print = tc_now();
     p->threads = threads > 0 ? threads : 1;
 }
 
@@ -34,11 +34,11 @@ static void fmt_duration(char *buf, size_t n, double s)
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-void w2v_progress_update(w2v_progress *p, int64_t done, int64_t total, double lr,
+void tc_progress_update(tc_progress *p, int64_t done, int64_t total, double lr,
                          double loss, bool force)
 {
     if (!p->f) return;
-    double now = w2v_now();
+    double now = tc_now();
     if (!force && now - p->last_print < (p->tty ? 0.2 : 5.0)) return;
     p->last_print = now;
     double el = now - p->start;
@@ -53,25 +53,25 @@ void w2v_progress_update(w2v_progress *p, int64_t done, int64_t total, double lr
     fflush(p->f);
 }
 
-void w2v_log_init(w2v_log *l, FILE *f, int threads)
+void tc_log_init(tc_log *l, FILE *f, int threads)
 {
     l->f = f;
     l->threads = threads > 0 ? threads : 1;
-    l->start = l->last_time = w2v_now();
+    l->start = l->last_time = tc_now();
     l->last_words = -1; /* the first update writes a record */
     l->next_words = 0;
     l->loss = 0;
     l->n = 0;
 }
 
-void w2v_log_update(w2v_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
+void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
                     double loss_sum, int64_t n, bool force)
 {
     if (!l->f) return;
     l->loss += loss_sum;
     l->n += n;
     if (!force && words < l->next_words) return;
-    const double now = w2v_now();
+    const double now = tc_now();
     const double dt = now - l->last_time;
     const int64_t dw = l->last_words < 0 ? 0 : words - l->last_words;
     char loss[32] = "null";

@@ -1,0 +1,156 @@
+/* Code the sgrad programs share (sgrad-w2v, sgrad-fasttext); prefix tc_ ("tools common").
+ *
+ * Modules: vocab.c (the corpus reader; the vocabulary: counting, min-count, frequency
+ * order), sampling.c (subsampling thresholds, the noise distribution of negative
+ * sampling), huffman.c (the Huffman tree of hierarchical softmax), progress.c (the
+ * progress line, the clock). Random numbers are inline here. Clients of the public
+ * sgrad.h only; every module can be #included by a test.
+ */
+#ifndef SG_TOOLS_COMMON_H
+#define SG_TOOLS_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TC_MAX_WORD 100     /* longer words are cut to TC_MAX_WORD - 1 bytes */
+/* ---- random numbers: splitmix64, one stream per trainer (deterministic per seed) */
+typedef struct {
+    uint64_t s;
+} tc_rng;
+static inline uint64_t tc_rng_next(tc_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [0, n) for n < 2^32 (multiply-shift, no modulo bias worth mentioning). */
+static inline uint32_t tc_rng_below(tc_rng *r, uint32_t n)
+{
+    return (uint32_t)(((tc_rng_next(r) >> 32) * (uint64_t)n) >> 32);
+}
+
+/* ---- corpus reader: whitespace-separated words; a newline ends a sentence */
+typedef struct {
+    FILE *f;
+    unsigned char *buf;
+    size_t len, pos;
+    bool eof;
+    int64_t buf_start; /* file offset of buf[0] */
+    bool hashing;      /* set after open: keep hash, the FNV-1a 64 of the bytes read so far */
+    uint64_t hash;
+} tc_reader;
+int tc_reader_open(tc_reader *r, const char *path); /* 0 or -1 (errno set) */
+void tc_reader_close(tc_reader *r);
+/* Bytes consumed so far: where a reader opened and moved there by tc_reader_seek goes on
+ * with the same tokens. */
+static inline int64_t tc_reader_offset(const tc_reader *r) { return r->buf_start + (int64_t)r->pos; }
+/* Moves an open reader to offset (from tc_reader_offset); 0 or -1 (errno set). The hash
+ * then covers only what is read after it. */
+int tc_reader_seek(tc_reader *r, int64_t offset);
+typedef enum { TC_TOK_EOF = 0, TC_TOK_WORD = 1, TC_TOK_EOL = 2 } tc_tok;
+/* Next token into word (TC_MAX_WORD bytes, NUL-terminated). */
+tc_tok tc_reader_next(tc_reader *r, char *word);
+
+/* ---- vocabulary */
+typedef struct {
+    int64_t size;     /* words */
+    char **words;     /* words[i]: most frequent first, ties in byte order */
+    int64_t *counts;  /* counts[i] */
+    int64_t train_words; /* sum of counts of the kept words */
+    int64_t total_tokens; /* every token of the corpus, kept or not */
+    int64_t lines;
+    int64_t corpus_bytes;  /* the counted file's size and FNV-1a 64 hash: what a checkpoint */
+    uint64_t corpus_hash;  /* records of the corpus it was trained on */
+    /* private: hash of word -> index, open addressing */
+    int64_t *slots;
+    int64_t n_slots, cap;
+} tc_vocab;
+void tc_vocab_init(tc_vocab *v);
+void tc_vocab_free(tc_vocab *v);
+/* Adds one occurrence of word; returns its index or -1 on out of memory. */
+int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count);
+int64_t tc_vocab_find(const tc_vocab *v, const char *word); /* -1 if absent */
+/* Drops words with count < min_count, sorts (count descending, then bytes ascending),
+ * rebuilds the index and sets train_words. 0 or -1 (out of memory). */
+int tc_vocab_finalize(tc_vocab *v, int64_t min_count);
+/* Counts every word of a file (tokens and lines included). 0 or -1 (errno set). */
+int tc_vocab_count_file(tc_vocab *v, const char *path);
+
+/* ---- sampling tables */
+/* Frequent-word subsampling as in word2vec.c: word w with count c is kept with
+ * probability min(1, (sqrt(c / (sample * N)) + 1) * sample * N / c), N = train_words;
+ * sample <= 0 keeps every word. */
+double tc_keep_prob(int64_t count, double sample, int64_t train_words);
+/* keep[i] as a 32-bit threshold: keep when a uniform 32-bit draw is below it. */
+uint64_t *tc_keep_table(const tc_vocab *v, double sample);
+
+/* Noise distribution P(i) = counts[i]^power / sum_j counts[j]^power as an alias table
+ * (Vose): O(V) memory, exact up to 2^-32 per entry, O(1) per draw. */
+typedef struct {
+    int64_t n;
+    uint32_t *threshold; /* keep i with probability threshold[i] / 2^32, */
+    int32_t *alias;      /* else take alias[i] */
+} tc_noise;
+int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power);
+void tc_noise_free(tc_noise *t);
+static inline int32_t tc_noise_draw(const tc_noise *t, tc_rng *r)
+{
+    uint64_t x = tc_rng_next(r);
+    uint32_t i = (uint32_t)(((x >> 32) * (uint64_t)t->n) >> 32);
+    return (uint32_t)x < t->threshold[i] ? (int32_t)i : t->alias[i];
+}
+/* Probability of drawing i, recomputed from the table (for tests). */
+double tc_noise_prob(const tc_noise *t, int64_t i);
+
+/* ---- progress line */
+typedef struct {
+    FILE *f;
+    bool tty;
+    double start, last_print;
+    int threads;
+} tc_progress;
+double tc_now(void); /* seconds, monotonic */
+void tc_progress_init(tc_progress *p, FILE *f, int threads);
+/* done/total in words; loss: mean per example since the previous call. Prints when due
+ * (each 0.2 s on a terminal, redrawn in place; each 5 s otherwise) or when force. */
+void tc_progress_update(tc_progress *p, int64_t done, int64_t total, double lr,
+                         double loss, bool force);
+
+/* ---- -log: training progress as JSON lines, one record per 1/200 of the words and one
+ * at the end: {"epoch", "words", "total_words", "progress", "steps", "lr", "loss" (mean
+ * per example since the previous record; null if none), "words_per_sec_thread" (since the
+ * previous record), "elapsed_s"} */
+typedef struct {
+    FILE *f; /* NULL: no log */
+    int threads;
+    double start, last_time;
+    int64_t last_words, next_words;
+    double loss;
+    int64_t n;
+} tc_log;
+void tc_log_init(tc_log *l, FILE *f, int threads);
+/* Adds a step's loss (the sum over its n examples) at `words` of `total` read; writes a
+ * record when due or when force. */
+void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
+                   double loss_sum, int64_t n, bool force);
+
+/* ---- Huffman tree of hierarchical softmax (word2vec's and fastText's construction) */
+/* Over n >= 1 leaves with counts in non-increasing order (a finalized vocabulary's): the
+ * two lightest of the unmerged leaves and inner nodes merge into the next inner node
+ * (inner node k is the k-th merge, 0 <= k < n - 1; the root is n - 2), a leaf winning a
+ * tie only when strictly lighter. Leaf c's path is entries [offsets[c], offsets[c+1]) of
+ * nodes and codes, from its parent up to the root; a code is 1 where the path goes
+ * through the second node merged. */
+typedef struct {
+    int64_t n;        /* leaves */
+    int64_t *offsets; /* (n + 1) */
+    int64_t *nodes;   /* inner node of each path entry */
+    int64_t *codes;   /* 0/1 */
+} tc_huffman;
+/* 0, or -1 for n < 1, counts not non-increasing or negative, or out of memory. */
+int tc_huffman_build(tc_huffman *t, const int64_t *counts, int64_t n);
+void tc_huffman_free(tc_huffman *t);
+
+#endif

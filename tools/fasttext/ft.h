@@ -1,0 +1,142 @@
+/* sgrad-fasttext: fastText's supervised text classifier on sgrad.
+ *
+ * Modules: dict.c (labels and words of a training file, fastText's hashing of word and
+ * character n-grams into buckets, a line to its input rows and labels), train.c (batches
+ * of examples through sg_embedding_bag, the output layer and the loss, SGD), model.c (the
+ * model file through sg_checkpoint_save / _load, prediction), main.c (command line).
+ * Every module but main.c can be #included by a test. Built on tools/common.
+ */
+#ifndef SG_FT_H
+#define SG_FT_H
+
+#include "../common/common.h"
+#include "sgrad.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define FT_EOS "</s>" /* fastText's end-of-line word: every newline adds one */
+
+typedef enum { FT_LOSS_SOFTMAX, FT_LOSS_NS, FT_LOSS_HS, FT_LOSS_OVA } ft_loss;
+const char *ft_loss_name(ft_loss l);
+/* "softmax", "ns", "hs", "ova" or "one-vs-all"; false for anything else. */
+bool ft_loss_parse(const char *s, ft_loss *out);
+
+/* Hyperparameters: fastText's supervised defaults by ft_config_default. */
+typedef struct {
+    const char *input, *output;
+    const char *label; /* label prefix */
+    int dim, epoch, word_ngrams, minn, maxn, neg, threads, batch;
+    int64_t bucket, min_count, min_count_label;
+    double lr;
+    uint64_t seed;
+    ft_loss loss;
+    int verbose;
+} ft_config;
+void ft_config_default(ft_config *c);
+/* Checks that need no file: -minn <= -maxn when -maxn > 0, -bucket > 0 when word or
+ * character n-grams are asked for, positive sizes. 0, or -1 with a message on err. */
+int ft_config_check(const ft_config *c, FILE *err);
+
+/* ---- dictionary */
+typedef struct {
+    tc_vocab words;  /* frequency order; FT_EOS among them */
+    tc_vocab labels; /* frequency order */
+    const char *label_prefix;
+    int64_t bucket; /* rows of the n-gram table; 0: none */
+    int word_ngrams, minn, maxn;
+} ft_dict;
+
+/* fastText's 32-bit FNV-1a of a token (each byte sign-extended first, as fastText does). */
+uint32_t ft_hash(const char *s);
+/* Counts the words and labels of path (every newline counts one FT_EOS), then drops words
+ * seen fewer than min_count times and labels fewer than min_count_label times. Returns 0,
+ * or -1 with a message on err (unreadable file, no word, no label left). */
+int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err);
+void ft_dict_free(ft_dict *d);
+
+/* A growing int64 array. */
+typedef struct {
+    int64_t *v;
+    int64_t n, cap;
+} ft_ids;
+int ft_ids_push(ft_ids *a, int64_t x); /* 0 or -1 (out of memory) */
+void ft_ids_free(ft_ids *a);
+
+/* A line's tokens (without the newline) to its input rows, appended to rows: in-vocabulary
+ * words, their character n-gram buckets (words.size + bucket id) with -maxn > 0, the
+ * n-gram buckets of out-of-vocabulary words, then the word n-grams (2..word_ngrams, over
+ * every word token, in- or out-of-vocabulary); and its known labels, appended to labels.
+ * eol: the line ended with a newline (FT_EOS is then its last word). *n_words gets the
+ * number of word tokens (labels and FT_EOS not counted). 0 or -1 (out of memory). */
+int ft_dict_line(const ft_dict *d, char **tokens, int64_t n_tokens, bool eol, ft_ids *rows,
+                 ft_ids *labels, int64_t *n_words);
+
+/* Reads lines of a file (or stdin for "-") as token arrays. */
+typedef struct {
+    tc_reader rd;
+    char **tok;
+    int64_t n, cap;
+    bool eol;
+} ft_lines;
+int ft_lines_open(ft_lines *l, const char *path); /* 0 or -1 (errno set) */
+/* The next line into l->tok[0..l->n) and l->eol; false at the end of the file. A line of
+ * no token that is the last one (no newline) ends the file. -1 on out of memory. */
+int ft_lines_next(ft_lines *l);
+void ft_lines_close(ft_lines *l);
+
+/* ---- model */
+typedef struct {
+    ft_config cfg;
+    ft_dict dict;
+    sg_ctx *ctx;
+    sg_tensor *input;  /* (words + bucket, dim) f32: word rows, then n-gram bucket rows */
+    sg_tensor *output; /* (labels, dim) f32, or (labels - 1, dim) for hs: inner nodes */
+    tc_huffman tree;   /* hs only */
+    /* a loaded model (model.c): input holds the words and the stored bucket rows only;
+     * bucket_map[b] is bucket b's row among the stored ones, -1 for a zero row */
+    int32_t *bucket_map;
+    char *label_copy; /* owns cfg.label */
+} ft_model;
+void ft_model_free(ft_model *m);
+
+typedef struct {
+    int64_t examples;        /* trained per epoch */
+    int64_t no_label, no_word; /* lines skipped: no known label; labels only */
+    int64_t steps;
+    double seconds, final_loss; /* loss: mean per example over the last epoch */
+} ft_train_result;
+
+/* Trains a model on cfg->input (dictionary built here). Progress to log (NULL: silent).
+ * 0, or -1 with a message on stderr. */
+int ft_train(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res);
+
+/* Parsed examples: example i has rows [row_off[i], row_off[i+1]), labels
+ * [lab_off[i], lab_off[i+1]) and n_words[i] word tokens (words in all). */
+typedef struct {
+    ft_ids rows, row_off, labels, lab_off, n_words;
+    int64_t words;
+} ft_examples;
+void ft_examples_free(ft_examples *e);
+
+/* One SGD step on examples [first, first + n) of ex: for each, the mean of its input
+ * rows, the output layer, the loss; target labels drawn with rng (softmax, ns, hs: one of
+ * the example's labels; ova: all). Returns the loss (summed over the examples) or NaN
+ * with a message on stderr. The input table's update touches only the batch's rows. */
+double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first, int64_t n,
+               tc_rng *rng, const tc_noise *noise);
+
+/* Writes m to path (atomically) / reads a model written so. Load errors (not a
+ * sgrad-fasttext model, truncated or corrupt) print a message naming path to err. */
+int ft_model_save(const ft_model *m, const char *path, FILE *err);
+int ft_model_load(ft_model *m, const char *path, int threads, FILE *err);
+
+/* Scores of every label for one line's input rows, as fastText ranks and reports them:
+ * log(p + FT_LOG_EPS) with p the softmax or (ns, ova) the label's sigmoid, or for hs the
+ * sum over the label's tree path of log(q + FT_LOG_EPS), q each node's sigmoid or its
+ * complement; fastText prints exp(score) as the probability. 0 or -1 (out of memory). */
+#define FT_LOG_EPS 1e-5
+int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score);
+
+#endif

@@ -1,0 +1,319 @@
+/* The classifier's model file and its predictions.
+ *
+ * A model is one sgrad checkpoint (safetensors) holding the tensors
+ *   input/words (W,dim) f32, input/bucket_rows (k) i64, input/bucket_values (k,dim) f32,
+ *   output (labels or labels - 1, dim) f32, labels/counts (labels) i64
+ * and metadata "fasttext.*": kind "supervised", the hyperparameters, the words and the
+ * labels (each list joined by newlines, in row order). The bucket table is stored sparse:
+ * bucket_rows are the buckets whose row is not all zeros, ascending, with their values.
+ * Bucket rows start at zero and only training steps that use a bucket move its row, so
+ * the rows left out are exactly zero and the load gives back the trained table.
+ * A loaded model keeps the stored rows only: input is (W + k, dim) and bucket_map[b] is
+ * the row of bucket b among them, or -1 for a zero row.
+ */
+#include "ft.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FT_FORMAT "1"
+#define N_TENSORS 5
+static const char *const tensor_names[N_TENSORS] = {"input/words", "input/bucket_rows",
+                                                    "input/bucket_values", "output",
+                                                    "labels/counts"};
+
+/* words[0..n) joined by newlines into a new string. */
+static char *join_words(char *const *words, int64_t n)
+{
+    size_t len = 1;
+    for (int64_t i = 0; i < n; i++) len += strlen(words[i]) + 1;
+    char *s = malloc(len), *p = s;
+    if (!s) return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        size_t l = strlen(words[i]);
+        memcpy(p, words[i], l);
+        p += l;
+        if (i + 1 < n) *p++ = '\n';
+    }
+    *p = '\0';
+    return s;
+}
+
+int ft_model_save(const ft_model *m, const char *path, FILE *err)
+{
+    sg_ctx *ctx = m->ctx;
+    const ft_config *c = &m->cfg;
+    const int64_t W = m->dict.words.size, Bk = m->dict.bucket, D = c->dim, C = m->dict.labels.size;
+    const float *in = sg_tensor_f32(m->input);
+    int64_t k = 0;
+    for (int64_t b = 0; b < Bk; b++) {
+        const float *r = in + (W + b) * D;
+        for (int64_t d = 0; d < D; d++)
+            if (r[d] != 0) {
+                k++;
+                break;
+            }
+    }
+    char num[16][32], *words = join_words(m->dict.words.words, W),
+                      *labels = join_words(m->dict.labels.words, C);
+    sg_tensor *rows = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){k});
+    sg_tensor *rows_abs = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){k});
+    sg_tensor *counts = sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){C}, m->dict.labels.counts);
+    int rc = -1;
+    if (!words || !labels || !rows || !rows_abs || !counts) {
+        fprintf(err, "sgrad-fasttext: out of memory saving %s\n", path);
+        goto done;
+    }
+    int64_t *rv = sg_tensor_data(rows), *ra = sg_tensor_data(rows_abs), j = 0;
+    for (int64_t b = 0; b < Bk; b++) {
+        const float *r = in + (W + b) * D;
+        for (int64_t d = 0; d < D; d++)
+            if (r[d] != 0) {
+                rv[j] = b;
+                ra[j++] = W + b;
+                break;
+            }
+    }
+    const int was = sg_set_grad_enabled(ctx, 0);
+    sg_tensor *params[N_TENSORS] = {sg_slice(m->input, 0, W), rows,
+                                    sg_index_select(m->input, 0, rows_abs), m->output, counts};
+    sg_set_grad_enabled(ctx, was);
+    snprintf(num[0], 32, "%d", c->dim);
+    snprintf(num[1], 32, "%d", c->word_ngrams);
+    snprintf(num[2], 32, "%lld", (long long)m->dict.bucket);
+    snprintf(num[3], 32, "%d", c->minn);
+    snprintf(num[4], 32, "%d", c->maxn);
+    snprintf(num[5], 32, "%d", c->neg);
+    snprintf(num[6], 32, "%.17g", c->lr);
+    snprintf(num[7], 32, "%d", c->epoch);
+    snprintf(num[8], 32, "%lld", (long long)c->min_count);
+    snprintf(num[9], 32, "%lld", (long long)c->min_count_label);
+    snprintf(num[10], 32, "%llu", (unsigned long long)c->seed);
+    snprintf(num[11], 32, "%d", c->batch);
+    snprintf(num[12], 32, "%lld", (long long)k);
+    const char *keys[] = {"fasttext.kind", "fasttext.format", "fasttext.dim", "fasttext.wordNgrams",
+                          "fasttext.bucket", "fasttext.minn", "fasttext.maxn", "fasttext.neg",
+                          "fasttext.lr", "fasttext.epoch", "fasttext.minCount",
+                          "fasttext.minCountLabel", "fasttext.seed", "fasttext.batch",
+                          "fasttext.bucket_rows", "fasttext.loss", "fasttext.label",
+                          "fasttext.words", "fasttext.labels"};
+    const char *vals[] = {"supervised", FT_FORMAT, num[0], num[1], num[2], num[3], num[4], num[5],
+                          num[6], num[7], num[8], num[9], num[10], num[11], num[12],
+                          ft_loss_name(c->loss), c->label, words, labels};
+    const sg_checkpoint_meta meta = {(int64_t)(sizeof keys / sizeof keys[0]), keys, vals};
+    if (sg_checkpoint_save(ctx, path, params, N_TENSORS, tensor_names, NULL, &meta)) {
+        fprintf(err, "sgrad-fasttext: cannot write %s: %s\n", path, sg_ctx_message(ctx));
+        goto done;
+    }
+    rc = 0;
+done:
+    sg_tape_reset(ctx);
+    sg_tensor_free(rows);
+    sg_tensor_free(rows_abs);
+    sg_tensor_free(counts);
+    free(words);
+    free(labels);
+    return rc;
+}
+
+/* ---- load */
+
+static bool meta_int(const sg_checkpoint_meta *meta, const char *key, int64_t lo, int64_t hi,
+                     int64_t *out)
+{
+    const char *s = sg_checkpoint_meta_get(meta, key);
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* A newline-joined list into v, in order (counts n, n-1, ... keep it through finalize). */
+static int vocab_of_list(tc_vocab *v, const char *list, int64_t *n_out)
+{
+    tc_vocab_init(v);
+    int64_t n = 0;
+    if (*list) {
+        n = 1;
+        for (const char *p = list; *p; p++) n += *p == '\n';
+    }
+    char word[TC_MAX_WORD];
+    const char *p = list;
+    for (int64_t i = 0; i < n; i++) {
+        const char *e = strchr(p, '\n');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == 0 || l >= TC_MAX_WORD) return -1;
+        memcpy(word, p, l);
+        word[l] = '\0';
+        if (tc_vocab_add(v, word, n - i) < 0) return -1;
+        p += l + 1;
+    }
+    if (v->size != n || tc_vocab_finalize(v, 1)) return -1; /* a repeated word */
+    *n_out = n;
+    return 0;
+}
+
+int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
+{
+    memset(m, 0, sizeof *m);
+    ft_config_default(&m->cfg);
+    sg_ctx_opts co = {.threads = threads};
+    m->ctx = sg_ctx_new(&co);
+    if (!m->ctx) {
+        fprintf(err, "sgrad-fasttext: out of memory\n");
+        return -1;
+    }
+    sg_checkpoint_meta meta = {0, NULL, NULL};
+    sg_tensor *t[N_TENSORS] = {NULL};
+    const char *why = NULL;
+    int rc = -1;
+    if (sg_checkpoint_read_meta(m->ctx, path, &meta)) {
+        fprintf(err, "sgrad-fasttext: cannot load the model %s: not a sgrad-fasttext model: %s\n", path,
+                sg_ctx_message(m->ctx));
+        goto done;
+    }
+    const char *kind = sg_checkpoint_meta_get(&meta, "fasttext.kind");
+    const char *format = sg_checkpoint_meta_get(&meta, "fasttext.format");
+    if (!kind || strcmp(kind, "supervised")) {
+        fprintf(err, "sgrad-fasttext: %s is a sgrad checkpoint but not a sgrad-fasttext "
+                     "classifier (no fasttext.kind \"supervised\" in its metadata)\n", path);
+        goto done;
+    }
+    if (!format || strcmp(format, FT_FORMAT)) {
+        fprintf(err, "sgrad-fasttext: %s: model format %s, this program reads %s\n", path,
+                format ? format : "(none)", FT_FORMAT);
+        goto done;
+    }
+    ft_config *c = &m->cfg;
+    int64_t dim, ngr, bucket, minn, maxn, neg, k, W, C;
+    const char *loss = sg_checkpoint_meta_get(&meta, "fasttext.loss");
+    const char *label = sg_checkpoint_meta_get(&meta, "fasttext.label");
+    const char *words = sg_checkpoint_meta_get(&meta, "fasttext.words");
+    const char *labels = sg_checkpoint_meta_get(&meta, "fasttext.labels");
+    if (!meta_int(&meta, "fasttext.dim", 1, 1 << 20, &dim) ||
+        !meta_int(&meta, "fasttext.wordNgrams", 1, 1 << 20, &ngr) ||
+        !meta_int(&meta, "fasttext.bucket", 0, INT32_MAX, &bucket) ||
+        !meta_int(&meta, "fasttext.minn", 0, TC_MAX_WORD, &minn) ||
+        !meta_int(&meta, "fasttext.maxn", 0, TC_MAX_WORD, &maxn) ||
+        !meta_int(&meta, "fasttext.neg", 0, 1 << 20, &neg) ||
+        !meta_int(&meta, "fasttext.bucket_rows", 0, bucket, &k) || !loss ||
+        !ft_loss_parse(loss, &c->loss) || !label || !*label || !words || !labels)
+        why = "missing or bad hyperparameters";
+    else if (vocab_of_list(&m->dict.words, words, &W) || vocab_of_list(&m->dict.labels, labels, &C) || C < 1)
+        why = "bad word or label list";
+    if (why) {
+        fprintf(err, "sgrad-fasttext: %s: corrupt model metadata (%s)\n", path, why);
+        goto done;
+    }
+    c->dim = (int)dim;
+    c->word_ngrams = (int)ngr;
+    c->minn = (int)minn;
+    c->maxn = (int)maxn;
+    c->neg = (int)neg;
+    m->dict.bucket = bucket;
+    m->dict.word_ngrams = c->word_ngrams;
+    m->dict.minn = c->minn;
+    m->dict.maxn = c->maxn;
+    if (!(m->label_copy = malloc(strlen(label) + 1))) goto nomem;
+    c->label = strcpy(m->label_copy, label);
+    m->dict.label_prefix = c->label;
+    const int64_t n_out = c->loss == FT_LOSS_HS ? C - 1 : C;
+    t[0] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, dim});
+    t[1] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){k});
+    t[2] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){k, dim});
+    t[3] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){n_out, dim});
+    t[4] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){C});
+    for (int i = 0; i < N_TENSORS; i++)
+        if (!t[i]) goto nomem;
+    if (sg_checkpoint_load(m->ctx, path, t, N_TENSORS, tensor_names, NULL, NULL)) {
+        fprintf(err, "sgrad-fasttext: %s: cannot load the model: %s\n", path, sg_ctx_message(m->ctx));
+        goto done;
+    }
+    const int64_t *rows = sg_tensor_data(t[1]), *counts = sg_tensor_data(t[4]);
+    for (int64_t i = 0; i < k; i++)
+        if (rows[i] < 0 || rows[i] >= bucket || (i && rows[i] <= rows[i - 1])) {
+            fprintf(err, "sgrad-fasttext: %s: corrupt model (bucket row %lld)\n", path, (long long)i);
+            goto done;
+        }
+    for (int64_t i = 0; i < C; i++) {
+        if (counts[i] < 0 || (i && counts[i] > counts[i - 1])) {
+            fprintf(err, "sgrad-fasttext: %s: corrupt model (label counts)\n", path);
+            goto done;
+        }
+        m->dict.labels.counts[i] = counts[i];
+    }
+    if (c->loss == FT_LOSS_HS && tc_huffman_build(&m->tree, counts, C)) goto nomem;
+    m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + k, dim});
+    m->bucket_map = malloc((size_t)(bucket ? bucket : 1) * sizeof *m->bucket_map);
+    if (!m->input || !m->bucket_map) goto nomem;
+    memcpy(sg_tensor_data(m->input), sg_tensor_data(t[0]), (size_t)(W * dim) * sizeof(float));
+    memcpy(sg_tensor_f32(m->input) + W * dim, sg_tensor_data(t[2]), (size_t)(k * dim) * sizeof(float));
+    for (int64_t b = 0; b < bucket; b++) m->bucket_map[b] = -1;
+    for (int64_t i = 0; i < k; i++) m->bucket_map[rows[i]] = (int32_t)i;
+    m->output = t[3];
+    t[3] = NULL;
+    rc = 0;
+    goto done;
+nomem:
+    fprintf(err, "sgrad-fasttext: out of memory loading %s\n", path);
+done:
+    for (int i = 0; i < N_TENSORS; i++) sg_tensor_free(t[i]);
+    sg_checkpoint_meta_free(m->ctx, &meta);
+    if (rc) ft_model_free(m);
+    return rc;
+}
+
+/* ---- prediction */
+
+int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score)
+{
+    const int64_t D = m->cfg.dim, W = m->dict.words.size, C = m->dict.labels.size;
+    const float *in = sg_tensor_f32(m->input), *out = sg_tensor_f32(m->output);
+    const int64_t n_out = sg_tensor_dim(m->output, 0);
+    double *h = calloc((size_t)D, sizeof *h), *s = malloc((size_t)(n_out ? n_out : 1) * sizeof *s);
+    if (!h || !s) {
+        free(h);
+        free(s);
+        return -1;
+    }
+    for (int64_t i = 0; i < rows->n; i++) {
+        int64_t r = rows->v[i];
+        if (r >= W && m->bucket_map) {
+            int32_t k = m->bucket_map[r - W];
+            if (k < 0) continue; /* a zero row: counted by the mean, adds nothing */
+            r = W + k;
+        }
+        for (int64_t d = 0; d < D; d++) h[d] += in[r * D + d];
+    }
+    for (int64_t d = 0; d < D && rows->n; d++) h[d] /= (double)rows->n;
+    for (int64_t j = 0; j < n_out; j++) {
+        double a = 0;
+        for (int64_t d = 0; d < D; d++) a += (double)out[j * D + d] * h[d];
+        s[j] = a;
+    }
+    if (m->cfg.loss == FT_LOSS_SOFTMAX) {
+        double mx = s[0], z = 0;
+        for (int64_t j = 1; j < C; j++) mx = s[j] > mx ? s[j] : mx;
+        for (int64_t j = 0; j < C; j++) z += exp(s[j] - mx);
+        for (int64_t j = 0; j < C; j++) score[j] = log(exp(s[j] - mx) / z + FT_LOG_EPS);
+    } else if (m->cfg.loss == FT_LOSS_HS) {
+        for (int64_t c = 0; c < C; c++) {
+            double l = 0;
+            for (int64_t e = m->tree.offsets[c]; e < m->tree.offsets[c + 1]; e++) {
+                const double sig = 1 / (1 + exp(-s[m->tree.nodes[e]]));
+                l += log((m->tree.codes[e] ? sig : 1 - sig) + FT_LOG_EPS);
+            }
+            score[c] = l;
+        }
+    } else {
+        for (int64_t j = 0; j < C; j++) score[j] = log(1 / (1 + exp(-s[j])) + FT_LOG_EPS);
+    }
+    free(h);
+    free(s);
+    return 0;
+}

@@ -1,0 +1,272 @@
+/* Supervised training of the classifier through sgrad ops.
+ *
+ * A step takes a batch of consecutive examples (file order, as fastText reads them):
+ * h = sg_embedding_bag(input, rows, offsets, mean) (B,dim), then
+ *   softmax: sg_cross_entropy(h @ output^T, one label per example) x B
+ *   ova:     sg_bce_with_logits(h @ output^T, all labels 0/1) x B x labels
+ *   ns:      sg_sgns_loss(h, output, [label, -neg negatives drawn by count^0.5])
+ *   hs:      sg_hs_loss(h, output, the label's Huffman path)
+ * (sums over the batch, so the learning rate means what it means in fastText's
+ * one-example steps), then plain SGD on both tables from their gradients: the input
+ * table's is COO on the batch's rows only. The learning rate falls linearly from -lr to
+ * 0 over all steps (fastText: over all tokens). Initialisation as fastText's except the
+ * n-gram buckets: word rows U(-1/dim, 1/dim), output zeros, bucket rows zeros, so that a
+ * bucket row no example touched stays zero and the model file can leave it out.
+ */
+#include "ft.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ft_examples_free(ft_examples *e)
+{
+    ft_ids_free(&e->rows);
+    ft_ids_free(&e->row_off);
+    ft_ids_free(&e->labels);
+    ft_ids_free(&e->lab_off);
+    ft_ids_free(&e->n_words);
+}
+
+void ft_model_free(ft_model *m)
+{
+    ft_dict_free(&m->dict);
+    tc_huffman_free(&m->tree);
+    free(m->bucket_map);
+    free(m->label_copy);
+    sg_ctx_free(m->ctx); /* frees the tables */
+    memset(m, 0, sizeof *m);
+}
+
+/* Every line of the input with a known label and a word becomes an example. */
+static int read_examples(const ft_model *m, ft_examples *ex, ft_train_result *res)
+{
+    ft_lines l;
+    if (ft_lines_open(&l, m->cfg.input)) return -1;
+    int rc;
+    if (ft_ids_push(&ex->row_off, 0) || ft_ids_push(&ex->lab_off, 0)) return -1;
+    while ((rc = ft_lines_next(&l)) > 0) {
+        const int64_t r0 = ex->rows.n, l0 = ex->labels.n;
+        int64_t n_words;
+        if (ft_dict_line(&m->dict, l.tok, l.n, l.eol, &ex->rows, &ex->labels, &n_words)) {
+            rc = -1;
+            break;
+        }
+        if (ex->labels.n == l0 || n_words == 0) { /* not an example: undo */
+            if (ex->labels.n == l0) res->no_label++;
+            else res->no_word++;
+            ex->rows.n = r0;
+            ex->labels.n = l0;
+            continue;
+        }
+        ex->words += n_words;
+        if (ft_ids_push(&ex->row_off, ex->rows.n) || ft_ids_push(&ex->lab_off, ex->labels.n) ||
+            ft_ids_push(&ex->n_words, n_words)) {
+            rc = -1;
+            break;
+        }
+    }
+    ft_lines_close(&l);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The per-step index tensors: tape tensors, filled from the batch. */
+static sg_tensor *ids_tensor(sg_ctx *ctx, int ndim, const int64_t *shape, const int64_t *v)
+{
+    sg_tensor *t = sg_tensor_new_tmp(ctx, SG_I64, ndim, shape);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if (t && n) memcpy(sg_tensor_data(t), v, (size_t)n * sizeof *v);
+    return t;
+}
+
+/* The loss of the batch's hidden vectors h (B,dim); NULL on error (recorded on ctx). */
+static sg_tensor *loss_of(ft_model *m, sg_tensor *h, const ft_examples *ex, int64_t first,
+                          int64_t B, tc_rng *rng, const tc_noise *noise)
+{
+    sg_ctx *ctx = m->ctx;
+    const int64_t C = m->dict.labels.size;
+    const int64_t *lab = ex->labels.v, *lo = ex->lab_off.v;
+    /* one label of each example, uniformly among its labels (fastText's rule) */
+    sg_tensor *picked = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){B});
+    if (!picked) return NULL;
+    int64_t *pick = sg_tensor_data(picked);
+    for (int64_t i = 0; i < B; i++) {
+        const int64_t a = lo[first + i], n = lo[first + i + 1] - a;
+        pick[i] = lab[a + (n > 1 ? (int64_t)tc_rng_below(rng, (uint32_t)n) : 0)];
+    }
+    switch (m->cfg.loss) {
+    case FT_LOSS_SOFTMAX: {
+        sg_tensor *logits = sg_matmul(h, sg_transpose(m->output, 0, 1));
+        return sg_scale(sg_cross_entropy(logits, picked), (double)B);
+    }
+    case FT_LOSS_OVA: {
+        sg_tensor *logits = sg_matmul(h, sg_transpose(m->output, 0, 1));
+        sg_tensor *t = sg_tensor_new_tmp(ctx, SG_F32, 2, (int64_t[]){B, C});
+        if (!t) return NULL;
+        float *y = sg_tensor_f32(t);
+        for (int64_t i = 0; i < B; i++)
+            for (int64_t k = lo[first + i]; k < lo[first + i + 1]; k++) y[i * C + lab[k]] = 1;
+        return sg_scale(sg_bce_with_logits(logits, t), (double)(B * C));
+    }
+    case FT_LOSS_NS: {
+        const int64_t T = m->cfg.neg + 1;
+        sg_tensor *t = sg_tensor_new_tmp(ctx, SG_I64, 2, (int64_t[]){B, T});
+        if (!t) return NULL;
+        int64_t *tv = sg_tensor_data(t);
+        for (int64_t i = 0; i < B; i++) {
+            tv[i * T] = pick[i];
+            for (int64_t j = 1; j < T; j++) {
+                int64_t neg;
+                do neg = tc_noise_draw(noise, rng);
+                while (neg == pick[i] && C > 1);
+                tv[i * T + j] = neg;
+            }
+        }
+        return sg_sgns_loss(h, m->output, t, NULL);
+    }
+    case FT_LOSS_HS: {
+        int64_t P = 0;
+        for (int64_t i = 0; i < B; i++) P += m->tree.offsets[pick[i] + 1] - m->tree.offsets[pick[i]];
+        sg_tensor *nodes = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){P});
+        sg_tensor *codes = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){P});
+        sg_tensor *offs = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){B});
+        if (!nodes || !codes || !offs) return NULL;
+        int64_t *nv = sg_tensor_data(nodes), *cv = sg_tensor_data(codes), *ov = sg_tensor_data(offs);
+        for (int64_t i = 0, e = 0; i < B; i++) {
+            ov[i] = e;
+            for (int64_t k = m->tree.offsets[pick[i]]; k < m->tree.offsets[pick[i] + 1]; k++, e++) {
+                nv[e] = m->tree.nodes[k];
+                cv[e] = m->tree.codes[k];
+            }
+        }
+        return sg_hs_loss(h, m->output, nodes, codes, offs);
+    }
+    }
+    return NULL;
+}
+
+double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first, int64_t n,
+               tc_rng *rng, const tc_noise *noise)
+{
+    sg_ctx *ctx = m->ctx;
+    const int64_t r0 = ex->row_off.v[first], nr = ex->row_off.v[first + n] - r0;
+    sg_tensor *idx = ids_tensor(ctx, 1, (int64_t[]){nr}, ex->rows.v + r0);
+    sg_tensor *off = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){n});
+    for (int64_t i = 0; off && i < n; i++)
+        ((int64_t *)sg_tensor_data(off))[i] = ex->row_off.v[first + i] - r0;
+    sg_embedding_bag_opts bo = SG_EMBEDDING_BAG_OPTS_DEFAULT; /* mean */
+    sg_tensor *h = sg_embedding_bag(m->input, idx, off, &bo);
+    sg_tensor *loss = loss_of(m, h, ex, first, n, rng, noise);
+    double l = NAN;
+    int rc = loss ? sg_backward(loss) : sg_ctx_status(ctx);
+    if (!rc) rc = sg_optim_step(opt);
+    if (!rc) l = sg_tensor_get(loss, 0);
+    else fprintf(stderr, "sgrad-fasttext: training step failed: %s\n", sg_ctx_message(ctx));
+    sg_tape_reset(ctx);
+    return l;
+}
+
+/* A new model's context and tables for dictionary m->dict. */
+static int model_tables(ft_model *m)
+{
+    const ft_config *c = &m->cfg;
+    const int64_t W = m->dict.words.size, C = m->dict.labels.size, D = c->dim;
+    sg_ctx_opts co = {.threads = c->threads, .seed = c->seed ? c->seed : 42};
+    m->ctx = sg_ctx_new(&co);
+    if (!m->ctx) return -1;
+    const int64_t n_out = c->loss == FT_LOSS_HS ? C - 1 : C;
+    if (c->loss == FT_LOSS_HS && tc_huffman_build(&m->tree, m->dict.labels.counts, C)) return -1;
+    m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + m->dict.bucket, D});
+    m->output = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){n_out, D});
+    if (!m->input || !m->output) return -1;
+    sg_tensor *words = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, D});
+    if (!words || sg_tensor_fill_uniform(words, -1.0 / (double)D, 1.0 / (double)D)) return -1;
+    memcpy(sg_tensor_data(m->input), sg_tensor_data(words), (size_t)(W * D) * sizeof(float));
+    sg_tensor_free(words);
+    return 0;
+}
+
+int ft_train(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res)
+{
+    memset(m, 0, sizeof *m);
+    memset(res, 0, sizeof *res);
+    m->cfg = *cfg;
+    ft_examples ex = {0};
+    tc_noise noise = {0};
+    sg_optim *opt = NULL;
+    int rc = -1;
+    if (ft_config_check(cfg, stderr) || ft_dict_build(&m->dict, cfg, stderr)) goto done;
+    if (read_examples(m, &ex, res)) {
+        fprintf(stderr, "sgrad-fasttext: out of memory reading -input %s\n", cfg->input);
+        goto done;
+    }
+    res->examples = ex.row_off.n - 1;
+    if (cfg->verbose > 0) {
+        fprintf(stderr, "Read %lld words, %lld labels, %lld examples\n",
+                (long long)m->dict.words.train_words, (long long)m->dict.labels.size,
+                (long long)res->examples);
+        if (res->no_label || res->no_word)
+            fprintf(stderr, "sgrad-fasttext: skipped %lld lines without a known label and %lld "
+                            "with labels only (no word)\n", (long long)res->no_label,
+                    (long long)res->no_word);
+    }
+    if (res->examples == 0) {
+        fprintf(stderr, "sgrad-fasttext: -input %s has no line with both a label and a word: "
+                        "nothing to learn\n", cfg->input);
+        goto done;
+    }
+    if (model_tables(m)) {
+        fprintf(stderr, "sgrad-fasttext: cannot make the model: %s\n",
+                m->ctx ? sg_ctx_message(m->ctx) : "out of memory");
+        goto done;
+    }
+    if (cfg->loss == FT_LOSS_NS && tc_noise_init(&noise, m->dict.labels.counts, m->dict.labels.size, 0.5)) {
+        fprintf(stderr, "sgrad-fasttext: out of memory\n");
+        goto done;
+    }
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = cfg->lr;
+    opt = sg_optim_sgd(m->ctx, &so);
+    const int64_t per_epoch = (res->examples + cfg->batch - 1) / cfg->batch;
+    const sg_lr_schedule decay = {.kind = SG_LR_LINEAR, .steps = per_epoch * cfg->epoch, .end_factor = 0};
+    if (!opt || sg_tensor_requires_grad(m->input, 1) == NULL || sg_tensor_requires_grad(m->output, 1) == NULL ||
+        sg_optim_add_param(opt, m->input) || sg_optim_add_param(opt, m->output) ||
+        sg_optim_set_schedule(opt, &decay) || sg_optim_set_check_finite(opt, 1)) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", sg_ctx_message(m->ctx));
+        goto done;
+    }
+    tc_rng rng = {cfg->seed};
+    tc_progress pr;
+    tc_progress_init(&pr, log, sg_ctx_threads(m->ctx));
+    const double t0 = tc_now();
+    const int64_t total_words = ex.words * cfg->epoch;
+    int64_t done_words = 0;
+    double epoch_loss = 0;
+    for (int ep = 0; ep < cfg->epoch; ep++) {
+        epoch_loss = 0;
+        for (int64_t first = 0; first < res->examples; first += cfg->batch) {
+            const int64_t n = res->examples - first < cfg->batch ? res->examples - first : cfg->batch;
+            const double lr = sg_optim_lr(opt);
+            const double l = ft_step(m, opt, &ex, first, n, &rng, &noise);
+            if (!isfinite(l)) {
+                if (!isnan(l)) fprintf(stderr, "sgrad-fasttext: the loss diverged (lower -lr)\n");
+                goto done;
+            }
+            epoch_loss += l;
+            res->steps++;
+            for (int64_t i = first; i < first + n; i++) done_words += ex.n_words.v[i];
+            tc_progress_update(&pr, done_words, total_words, lr, l / (double)n, false);
+        }
+    }
+    tc_progress_update(&pr, total_words, total_words, 0, epoch_loss / (double)res->examples, true);
+    res->seconds = tc_now() - t0;
+    res->final_loss = epoch_loss / (double)res->examples;
+    rc = 0;
+done:
+    sg_optim_free(opt);
+    tc_noise_free(&noise);
+    ft_examples_free(&ex);
+    if (rc) ft_model_free(m);
+    return rc;
+}
