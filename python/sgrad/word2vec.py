@@ -11,7 +11,9 @@ gensim argument -> sgrad-w2v flag: vector_size -size, window -window, negative -
 sample -sample, min_count -min-count, epochs -iter, sg (1 skip-gram, 0 CBOW) -cbow (0, 1),
 workers -threads, seed -seed, alpha -alpha (None: the program's default, 0.025 for
 skip-gram and 0.05 for CBOW as word2vec.c; gensim uses 0.025 for both), hogwild -hogwild.
+The program's progress log (-log, JSON lines) becomes ``model.training_log``.
 """
+import json
 import ctypes
 import os
 import shutil
@@ -129,15 +131,19 @@ class KeyedVectors:
 
 class Word2Vec:
     """Trains word vectors by running the sgrad-w2v program (see the module's text);
-    ``.wv`` holds the result. ``.command`` is the command line it ran."""
+    ``.wv`` holds the result, ``.command`` the command line it ran, ``.training_log`` the
+    progress records of its -log file (dicts with epoch, words, total_words, progress,
+    steps, lr, loss, words_per_sec_thread, elapsed_s; README "Training log"), which
+    ``sgrad.plot_training`` draws."""
 
     def __init__(self, corpus_file, vector_size=100, window=5, negative=5, sample=1e-3,
                  min_count=5, epochs=5, sg=1, workers=1, seed=1, alpha=None, hogwild=False,
                  program=None):
         prog = program or _find_program()
         with tempfile.TemporaryDirectory(prefix="sgrad-w2v-") as tmp:
-            out = os.path.join(tmp, "vectors.bin")
-            cmd = [prog, "-train", os.fspath(corpus_file), "-output", out, "-binary", "1",
+            out, log = os.path.join(tmp, "vectors.bin"), os.path.join(tmp, "log.jsonl")
+            cmd = [prog, "-train", os.fspath(corpus_file), "-output", out, "-log", log,
+                   "-binary", "1",
                    "-size", str(vector_size), "-window", str(window), "-negative",
                    str(negative), "-sample", repr(float(sample)), "-min-count", str(min_count),
                    "-iter", str(epochs), "-cbow", "0" if sg else "1", "-threads",
@@ -151,3 +157,5 @@ class Word2Vec:
                     run.returncode, run.stderr.decode(errors="replace").strip()))
             self.log = run.stderr.decode(errors="replace")
             self.wv = KeyedVectors.load_word2vec_format(out, binary=True)
+            with open(log, encoding="utf-8") as f:
+                self.training_log = [json.loads(line) for line in f if line.strip()]
