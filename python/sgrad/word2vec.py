@@ -16,31 +16,17 @@ The program's progress log (-log, JSON lines) becomes ``model.training_log``.
 import json
 import ctypes
 import os
-import shutil
-import subprocess
 import tempfile
 
 import numpy as np
 
 from . import _raise, Tensor, default_context, F32
 from ._lib import lib
+from ._program import find_program, run_program
 
 
 def _find_program():
-    env = os.environ.get("SGRAD_W2V")
-    if env:
-        return env
-    libpath = getattr(lib, "_name", "")
-    if os.sep in libpath:
-        d = os.path.dirname(os.path.realpath(libpath))
-        for cand in (os.path.join(d, "sgrad-w2v"), os.path.join(d, "..", "bin", "sgrad-w2v")):
-            if os.access(cand, os.X_OK):
-                return cand
-    found = shutil.which("sgrad-w2v")
-    if not found:
-        raise FileNotFoundError("sgrad-w2v not found: set SGRAD_W2V, build it (make), or "
-                                "put it on PATH")
-    return found
+    return find_program("sgrad-w2v", "SGRAD_W2V")
 
 
 class KeyedVectors:
@@ -151,11 +137,7 @@ class Word2Vec:
             if alpha is not None:
                 cmd += ["-alpha", repr(float(alpha))]
             self.command = cmd
-            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if run.returncode != 0:
-                raise RuntimeError("sgrad-w2v failed (exit %d): %s" % (
-                    run.returncode, run.stderr.decode(errors="replace").strip()))
-            self.log = run.stderr.decode(errors="replace")
+            _, self.log = run_program(cmd)
             self.wv = KeyedVectors.load_word2vec_format(out, binary=True)
             with open(log, encoding="utf-8") as f:
                 self.training_log = [json.loads(line) for line in f if line.strip()]
