@@ -9,7 +9,11 @@ Step: e = embedding(W, idx) with idx (B) uniform in [0, V); loss = sum(e * e) / 
 optimizer step (sgrad: tape_reset after it). Optimizers: SGD (lr 0.1) and LazyAdam
 against torch.optim.SparseAdam (lr 1e-3; torch with sparse=True gradients). Both tables
 start equal (uniform [-0.1, 0.1), float32); the index batches are drawn before timing.
-Needs numpy and sgrad; the torch half is skipped where torch is not installed.
+Needs numpy and sgrad; the torch half is skipped where torch is not installed. Each torch
+line also gives max_abs_diff, the largest difference of its final table from sgrad's after
+the same steps: about float32 rounding for SGD; for LazyAdam large wherever a row is not
+touched at every step (SparseAdam counts steps per table, LazyAdam per row).
+tests/test_python_bench_smoke.sh runs it at tiny sizes (no timing is checked).
 """
 import argparse
 import json
@@ -33,7 +37,7 @@ def run_sgrad(W0, batches, opt_name, threads):
         ((e * e).sum() * scale).backward()
         opt.step()
         ctx.tape_reset()
-    return step
+    return step, lambda: W.numpy()
 
 
 def run_torch(W0, batches, opt_name, threads):
@@ -50,7 +54,7 @@ def run_torch(W0, batches, opt_name, threads):
         opt.zero_grad(set_to_none=True)
         ((e * e).sum() * scale).backward()
         opt.step()
-    return step
+    return step, lambda: W.detach().numpy()
 
 
 def main():
@@ -73,17 +77,22 @@ def main():
     except ImportError:
         pass
     for opt_name in ("sgd", "lazy_adam"):
+        final = {}
         for fw, make in frameworks:
-            step = make(W0, batches, opt_name, a.threads)
+            step, table = make(W0, batches, opt_name, a.threads)
             for i in range(a.warmup):
                 step(i)
             t0 = time.perf_counter()
             for i in range(a.warmup, n):
                 step(i)
             dt = time.perf_counter() - t0
-            print(json.dumps({"bench": "python_vs_torch", "framework": fw, "optim": opt_name,
-                              "V": a.V, "D": a.D, "B": a.B, "threads": a.threads,
-                              "steps": a.steps, "steps_per_sec": a.steps / dt}))
+            final[fw] = table()
+            rec = {"bench": "python_vs_torch", "framework": fw, "optim": opt_name, "V": a.V,
+                   "D": a.D, "B": a.B, "threads": a.threads, "steps": a.steps,
+                   "steps_per_sec": a.steps / dt}
+            if fw != "sgrad":
+                rec["max_abs_diff"] = float(np.max(np.abs(final[fw] - final["sgrad"])))
+            print(json.dumps(rec))
 
 
 if __name__ == "__main__":

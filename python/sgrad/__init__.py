@@ -23,7 +23,8 @@ from ._lib import lib
 
 __all__ = ["Context", "Tensor", "Error", "StaleTensorError", "from_numpy", "coo", "no_grad",
            "clip_grad_norm", "clip_grad_value", "gradcheck", "default_context", "Word2Vec",
-           "KeyedVectors", "optim"]
+           "KeyedVectors", "optim", "save_checkpoint", "load_checkpoint",
+           "read_checkpoint_meta", "plot_training", "fasttext"]
 
 __version__ = lib.sg_version().decode()
 
@@ -895,3 +896,6 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, masked=False, raise_ex
 
 from . import optim  # noqa: E402,F401  (needs the names above)
 from .word2vec import Word2Vec, KeyedVectors  # noqa: E402
+from .checkpoint import save_checkpoint, load_checkpoint, read_checkpoint_meta  # noqa: E402
+from .plot import plot_training  # noqa: E402
+from . import fasttext  # noqa: E402,F401

@@ -96,6 +96,11 @@ class MemStats(ctypes.Structure):
                 ("arena_bytes", ctypes.c_size_t)]
 
 
+class CheckpointMeta(ctypes.Structure):
+    _fields_ = [("n", c_int64), ("keys", ctypes.POINTER(c_char_p)),
+                ("values", ctypes.POINTER(c_char_p))]
+
+
 GRADCHECK_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, ctypes.POINTER(c_void_p), c_void_p)
 
 _SIGNATURES = {
@@ -180,6 +185,12 @@ _SIGNATURES = {
     "sg_clip_grad_norm": (c_int, [P, c_double, ctypes.POINTER(c_double)]),
     "sg_clip_grad_value": (c_int, [P, c_double]),
     "sg_wordvec_write": (c_int, [c_char_p, P, ctypes.POINTER(c_char_p), c_int]),
+    "sg_checkpoint_save": (c_int, [P, c_char_p, ctypes.POINTER(c_void_p), c_int64,
+                                   ctypes.POINTER(c_char_p), P, ctypes.POINTER(CheckpointMeta)]),
+    "sg_checkpoint_load": (c_int, [P, c_char_p, ctypes.POINTER(c_void_p), c_int64,
+                                   ctypes.POINTER(c_char_p), P, ctypes.POINTER(CheckpointMeta)]),
+    "sg_checkpoint_read_meta": (c_int, [P, c_char_p, ctypes.POINTER(CheckpointMeta)]),
+    "sg_checkpoint_meta_free": (None, [P, ctypes.POINTER(CheckpointMeta)]),
     "sg_wordvec_read": (P, [P, c_char_p, c_int]),
     "sg_wordvec_free": (None, [P]),
     "sg_wordvec_count": (c_int64, [P]),

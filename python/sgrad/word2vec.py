@@ -11,34 +11,22 @@ gensim argument -> sgrad-w2v flag: vector_size -size, window -window, negative -
 sample -sample, min_count -min-count, epochs -iter, sg (1 skip-gram, 0 CBOW) -cbow (0, 1),
 workers -threads, seed -seed, alpha -alpha (None: the program's default, 0.025 for
 skip-gram and 0.05 for CBOW as word2vec.c; gensim uses 0.025 for both), hogwild -hogwild.
+The program's progress log (-log, JSON lines) becomes ``model.training_log``.
 """
+import json
 import ctypes
 import os
-import shutil
-import subprocess
 import tempfile
 
 import numpy as np
 
 from . import _raise, Tensor, default_context, F32
 from ._lib import lib
+from ._program import find_program, run_program
 
 
 def _find_program():
-    env = os.environ.get("SGRAD_W2V")
-    if env:
-        return env
-    libpath = getattr(lib, "_name", "")
-    if os.sep in libpath:
-        d = os.path.dirname(os.path.realpath(libpath))
-        for cand in (os.path.join(d, "sgrad-w2v"), os.path.join(d, "..", "bin", "sgrad-w2v")):
-            if os.access(cand, os.X_OK):
-                return cand
-    found = shutil.which("sgrad-w2v")
-    if not found:
-        raise FileNotFoundError("sgrad-w2v not found: set SGRAD_W2V, build it (make), or "
-                                "put it on PATH")
-    return found
+    return find_program("sgrad-w2v", "SGRAD_W2V")
 
 
 class KeyedVectors:
@@ -129,15 +117,19 @@ class KeyedVectors:
 
 class Word2Vec:
     """Trains word vectors by running the sgrad-w2v program (see the module's text);
-    ``.wv`` holds the result. ``.command`` is the command line it ran."""
+    ``.wv`` holds the result, ``.command`` the command line it ran, ``.training_log`` the
+    progress records of its -log file (dicts with epoch, words, total_words, progress,
+    steps, lr, loss, words_per_sec_thread, elapsed_s; README "Training log"), which
+    ``sgrad.plot_training`` draws."""
 
     def __init__(self, corpus_file, vector_size=100, window=5, negative=5, sample=1e-3,
                  min_count=5, epochs=5, sg=1, workers=1, seed=1, alpha=None, hogwild=False,
                  program=None):
         prog = program or _find_program()
         with tempfile.TemporaryDirectory(prefix="sgrad-w2v-") as tmp:
-            out = os.path.join(tmp, "vectors.bin")
-            cmd = [prog, "-train", os.fspath(corpus_file), "-output", out, "-binary", "1",
+            out, log = os.path.join(tmp, "vectors.bin"), os.path.join(tmp, "log.jsonl")
+            cmd = [prog, "-train", os.fspath(corpus_file), "-output", out, "-log", log,
+                   "-binary", "1",
                    "-size", str(vector_size), "-window", str(window), "-negative",
                    str(negative), "-sample", repr(float(sample)), "-min-count", str(min_count),
                    "-iter", str(epochs), "-cbow", "0" if sg else "1", "-threads",
@@ -145,9 +137,7 @@ class Word2Vec:
             if alpha is not None:
                 cmd += ["-alpha", repr(float(alpha))]
             self.command = cmd
-            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if run.returncode != 0:
-                raise RuntimeError("sgrad-w2v failed (exit %d): %s" % (
-                    run.returncode, run.stderr.decode(errors="replace").strip()))
-            self.log = run.stderr.decode(errors="replace")
+            _, self.log = run_program(cmd)
             self.wv = KeyedVectors.load_word2vec_format(out, binary=True)
+            with open(log, encoding="utf-8") as f:
+                self.training_log = [json.loads(line) for line in f if line.strip()]
