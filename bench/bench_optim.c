@@ -141,6 +141,28 @@ static void mat2_mul(const double *a, const double *b, double *o)
     for (int i = 0; i < 4; i++) o[i] = r[i];
 }
 
+/* Exact lazy momentum SGD: row r of W (and its momentum row) brought from step last[r]
+ * to step `to` by the zero-gradient recurrence, as a 2x2 matrix power. */
+static void ref_catch_up(tcase *c, int64_t r, int64_t to)
+{
+    const int64_t D = TS_D;
+    int64_t skip = to - c->last[r];
+    if (skip <= 0) return;
+    float *w = sg_tensor_f32(c->W) + r * D, *v = c->st0 + r * D;
+    double M[4] = {1 - LR * WD, -LR * MU, WD, MU}; /* zero-gradient step of momentum SGD */
+    double P[4] = {1, 0, 0, 1}, B[4] = {M[0], M[1], M[2], M[3]};
+    for (int64_t e = skip; e; e >>= 1) {
+        if (e & 1) mat2_mul(B, P, P);
+        mat2_mul(B, B, B);
+    }
+    for (int64_t j = 0; j < D; j++) {
+        double w0 = w[j], v0 = v[j];
+        w[j] = (float)(P[0] * w0 + P[1] * v0);
+        v[j] = (float)(P[2] * w0 + P[3] * v0);
+    }
+    c->last[r] = to;
+}
+
 static void ref_step(void *ud)
 {
     tcase *c = ud;
@@ -149,6 +171,8 @@ static void ref_step(void *ud)
     const int64_t D = TS_D;
     double lane[8] = {0}; /* eight partial sums, so that the loop vectorizes */
     for (int64_t b = 0; b < TS_B; b++) {
+        /* the forward reads each row as dense SGD holds it (the library does the same) */
+        if (c->kind == OPT_SGD_MWD) ref_catch_up(c, idx[b], c->ref_step);
         const float *w = W + idx[b] * D;
         float *o = out + b * D;
         for (int64_t j = 0; j < D; j += 8)
@@ -169,7 +193,6 @@ static void ref_step(void *ud)
     }
     int64_t u = ref_group(c, idx);
     float g[TS_D];
-    double M[4] = {1 - LR * WD, -LR * MU, WD, MU}; /* zero-gradient step of momentum SGD */
     for (int64_t k = 0; k < u; k++) {
         int64_t r = c->rows[k];
         for (int64_t j = 0; j < D; j++) g[j] = 0;
@@ -181,19 +204,7 @@ static void ref_step(void *ud)
         switch (c->kind) {
         case OPT_SGD_MWD: {
             float *v = c->st0 + r * D;
-            int64_t skip = s - 1 - c->last[r];
-            if (skip > 0) {
-                double P[4] = {1, 0, 0, 1}, B[4] = {M[0], M[1], M[2], M[3]};
-                for (int64_t e = skip; e; e >>= 1) {
-                    if (e & 1) mat2_mul(B, P, P);
-                    mat2_mul(B, B, B);
-                }
-                for (int64_t j = 0; j < D; j++) {
-                    double w0 = w[j], v0 = v[j];
-                    w[j] = (float)(P[0] * w0 + P[1] * v0);
-                    v[j] = (float)(P[2] * w0 + P[3] * v0);
-                }
-            }
+            ref_catch_up(c, r, s - 1); /* done by the forward already */
             for (int64_t j = 0; j < D; j++) {
                 float gj = g[j] + (float)WD * w[j];
                 v[j] = (float)MU * v[j] + gj;
