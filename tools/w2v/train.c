@@ -235,11 +235,12 @@ static bool add_example(w2v_trainer *t, const int64_t *rows, int64_t n_rows)
 }
 
 /* Fills the batch from the corpus; n == 0 means the epoch is over. A batch ends when it
- * holds `cap` examples or when, after a centre word's examples, some row of either table
- * reaches its hit cap (row_cap, in_row_cap): a step sums every update of a row computed at the
- * same point, and without the cap a very frequent word (a common noise word above all)
- * takes one large step where word2vec.c takes many small self-correcting ones, which
- * diverged with 8192-example batches on the demo corpus. The batch goes into the index set
+ * holds `cap` examples or when, after a centre word's examples, some row of any table
+ * reaches its hit cap (row_cap, in_row_cap, node_cap): a step sums every update of a row
+ * computed at the same point, and without the cap a very frequent word (a common noise
+ * word above all; with -hs the root, on every path) takes one large step where word2vec.c
+ * takes many small self-correcting ones, which diverged with 8192-example batches on the
+ * demo corpus. The batch goes into the index set
  * not used by the previous batch, whose step may still be running. */
 static void fill_batch(w2v_trainer *t)
 {
@@ -501,7 +502,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     t.keep = tc_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
     t.hits_out = calloc((size_t)V, sizeof *t.hits_out);
-    t.hits_node = calloc((size_t)V, sizeof *t.hits_node);
+    t.hits_node = cfg->hs ? calloc((size_t)V, sizeof *t.hits_node) : NULL;
     w2v_model m = {0};
     sg_ctx_opts co = {.threads = cfg->threads, .nondeterministic = cfg->hogwild,
                       .seed = cfg->seed ? cfg->seed : 42};
@@ -509,7 +510,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     int rc = -1;
     sg_optim *opt = NULL;
     FILE *jlog = NULL;
-    if (!t.keep || !t.hits_in || !t.hits_out || !t.hits_node || !m.ctx ||
+    if (!t.keep || !t.hits_in || !t.hits_out || (cfg->hs && !t.hits_node) || !m.ctx ||
         tc_noise_init(&t.noise, v->counts, V, 0.75) ||
         (cfg->hs && tc_huffman_build(&t.tree, v->counts, V))) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
