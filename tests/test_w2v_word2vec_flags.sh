@@ -44,7 +44,7 @@ cmp -s "$tmp/ha.vec" "$tmp/hb.vec" || bad "-hs: -read-vocab on 2 threads differs
 # malformed vocabulary files: status 2, a message naming the line, no output, no training
 long=$(printf 'x%.0s' $(seq 100))
 cases=("a 5\na 3\n" "a x\n" "a -1\n" "a\n" " 5\n" "a 5\n\nb 3\n" "$long 5\n" "a\001b 5\n" "a 5 6\n"
-       "a 99999999999999999999\n")
+       "a 99999999999999999999\n" "a 4611686018427387905\n" "a 3000000000000000000\nb 3000000000000000000\n" "a 4611686018427387904\nb 4611686018427387904\n")
 for c in "${cases[@]}"; do
     printf "$c" >"$tmp/bad.txt"
     rm -f "$tmp/x.vec"

@@ -275,19 +275,25 @@ int tc_vocab_read(tc_vocab *v, const char *path, char *why, size_t why_len)
         size_t c = w;
         while (c < (size_t)len && (line[c] == ' ' || line[c] == '\t')) c++;
         int64_t count = 0;
+        bool too_big = false;
         size_t d = c;
-        for (; d < (size_t)len && line[d] >= '0' && line[d] <= '9' && count <= TC_MAX_TOTAL_COUNT; d++)
-            count = count * 10 + (line[d] - '0');
+        for (; d < (size_t)len && line[d] >= '0' && line[d] <= '9'; d++) {
+            const int digit = line[d] - '0';
+            if (count > (TC_MAX_TOTAL_COUNT - digit) / 10) too_big = true;
+            else count = count * 10 + digit;
+        }
         if (w == 0) bad = "empty word";
         else if (w >= TC_MAX_WORD) bad = "word longer than the corpus reader's words";
         for (size_t k = 0; !bad && k < w; k++)
             if (is_blank((unsigned char)line[k])) bad = "a control byte in the word";
         if (bad) break;
         line[w] = '\0';
-        if (d == c || d != (size_t)len || count > TC_MAX_TOTAL_COUNT) bad = "bad count (not a decimal integer >= 0)";
-        else if ((total += count) > TC_MAX_TOTAL_COUNT) bad = "counts add up to more than 2^62";
+        if (d == c || d != (size_t)len) bad = "bad count (not a decimal integer >= 0)";
+        else if (too_big) bad = "count above 2^62";
+        else if (count > TC_MAX_TOTAL_COUNT - total) bad = "counts add up to more than 2^62";
         else if (tc_vocab_find(v, line) >= 0) bad = "duplicate word";
         else if (tc_vocab_add(v, line, count) < 0) bad = "out of memory";
+        else total += count;
     }
     int read_error = ferror(f);
     free(line);
