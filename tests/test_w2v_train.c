@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "../tools/common/huffman.c"
 #include "../tools/common/progress.c"
 #include "../tools/w2v/query.c"
 #include "../tools/common/sampling.c"

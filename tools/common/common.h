@@ -3,7 +3,7 @@
  * Modules: vocab.c (the corpus reader; the vocabulary: counting, min-count, frequency
  * order), sampling.c (subsampling thresholds, the noise distribution of negative
  * sampling), huffman.c (the Huffman tree of hierarchical softmax), progress.c (the
- * progress line, the clock). Random numbers are inline here. Clients of the public
+ * progress line, the clock), outfile.c (atomic text output). Random numbers are inline here. Clients of the public
  * sgrad.h only; every module can be #included by a test.
  */
 #ifndef SG_TOOLS_COMMON_H
@@ -77,6 +77,18 @@ int64_t tc_vocab_find(const tc_vocab *v, const char *word); /* -1 if absent */
 int tc_vocab_finalize(tc_vocab *v, int64_t min_count);
 /* Counts every word of a file (tokens and lines included). 0 or -1 (errno set). */
 int tc_vocab_count_file(tc_vocab *v, const char *path);
+/* Reads a file as tc_vocab_count_file does but leaves the words alone: only the tokens,
+ * lines, size and hash are set (for a vocabulary read from elsewhere). 0 or -1 (errno). */
+int tc_vocab_scan_file(tc_vocab *v, const char *path);
+/* Adds the words of a vocabulary file (word2vec.c's -save-vocab format: one `word count`
+ * line per word, a word and a decimal count >= 0 separated by spaces or tabs) to an empty
+ * v; finalize it after. 0, or -1 with the reason (a line number and what is wrong: an
+ * empty, over-long (>= TC_MAX_WORD bytes), control-byte or duplicate word, a bad count,
+ * counts summing past 2^62) or the read error in why[0..why_len). */
+int tc_vocab_read(tc_vocab *v, const char *path, char *why, size_t why_len);
+/* Writes v as `word count` lines in its order to path atomically (tc_outfile). 0 or -1
+ * (errno set; path unchanged). */
+int tc_vocab_save(const tc_vocab *v, const char *path);
 
 /* ---- sampling tables */
 /* Frequent-word subsampling as in word2vec.c: word w with count c is kept with
@@ -135,6 +147,19 @@ void tc_log_init(tc_log *l, FILE *f, int threads);
  * record when due or when force. */
 void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
                    double loss_sum, int64_t n, bool force);
+
+/* ---- atomic text output: a temporary file beside path, renamed over it on commit */
+typedef struct {
+    FILE *f; /* write here between open and commit/abort */
+    char *path, *tmp;
+} tc_outfile;
+/* 0, or -1 (errno set) when no temporary file can be made beside path. */
+int tc_outfile_open(tc_outfile *o, const char *path);
+/* Flushes, fsyncs and renames the file over path, then fsyncs the directory. 0, or -1
+ * (errno set; the temporary file removed, path unchanged). Releases o either way. */
+int tc_outfile_commit(tc_outfile *o);
+/* Removes the temporary file; path unchanged. */
+void tc_outfile_abort(tc_outfile *o);
 
 /* ---- Huffman tree of hierarchical softmax (word2vec's and fastText's construction) */
 /* Over n >= 1 leaves with counts in non-increasing order (a finalized vocabulary's): the

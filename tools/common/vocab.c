@@ -213,7 +213,9 @@ int tc_vocab_finalize(tc_vocab *v, int64_t min_count)
     return rehash(v, slots);
 }
 
-int tc_vocab_count_file(tc_vocab *v, const char *path)
+/* Reads every token of path, adding each word to v when add_words; the tokens, lines,
+ * size and hash always. */
+static int scan_file(tc_vocab *v, const char *path, bool add_words)
 {
     tc_reader r;
     if (tc_reader_open(&r, path)) return -1;
@@ -229,7 +231,7 @@ int tc_vocab_count_file(tc_vocab *v, const char *path)
         }
         line_open = true;
         v->total_tokens++;
-        if (tc_vocab_add(v, word, 1) < 0) {
+        if (add_words && tc_vocab_add(v, word, 1) < 0) {
             tc_reader_close(&r);
             errno = ENOMEM;
             return -1;
@@ -245,4 +247,58 @@ int tc_vocab_count_file(tc_vocab *v, const char *path)
         return -1;
     }
     return 0;
+}
+
+int tc_vocab_count_file(tc_vocab *v, const char *path) { return scan_file(v, path, true); }
+
+int tc_vocab_scan_file(tc_vocab *v, const char *path) { return scan_file(v, path, false); }
+
+#define TC_MAX_TOTAL_COUNT ((int64_t)1 << 62)
+
+int tc_vocab_read(tc_vocab *v, const char *path, char *why, size_t why_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, why_len, "%s", strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t lineno = 0, total = 0;
+    const char *bad = NULL;
+    while (!bad && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+        size_t w = 0;
+        while (w < (size_t)len && line[w] != ' ' && line[w] != '\t') w++;
+        size_t c = w;
+        while (c < (size_t)len && (line[c] == ' ' || line[c] == '\t')) c++;
+        int64_t count = 0;
+        bool too_big = false;
+        size_t d = c;
+        for (; d < (size_t)len && line[d] >= '0' && line[d] <= '9'; d++) {
+            const int digit = line[d] - '0';
+            if (count > (TC_MAX_TOTAL_COUNT - digit) / 10) too_big = true;
+            else count = count * 10 + digit;
+        }
+        if (w == 0) bad = "empty word";
+        else if (w >= TC_MAX_WORD) bad = "word longer than the corpus reader's words";
+        for (size_t k = 0; !bad && k < w; k++)
+            if (is_blank((unsigned char)line[k])) bad = "a control byte in the word";
+        if (bad) break;
+        line[w] = '\0';
+        if (d == c || d != (size_t)len) bad = "bad count (not a decimal integer >= 0)";
+        else if (too_big) bad = "count above 2^62";
+        else if (count > TC_MAX_TOTAL_COUNT - total) bad = "counts add up to more than 2^62";
+        else if (tc_vocab_find(v, line) >= 0) bad = "duplicate word";
+        else if (tc_vocab_add(v, line, count) < 0) bad = "out of memory";
+        else total += count;
+    }
+    int read_error = ferror(f);
+    free(line);
+    fclose(f);
+    if (bad) snprintf(why, why_len, "line %lld: %s", (long long)lineno, bad);
+    else if (read_error) snprintf(why, why_len, "%s", strerror(EIO));
+    return bad || read_error ? -1 : 0;
 }

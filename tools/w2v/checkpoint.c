@@ -1,5 +1,6 @@
 /* Checkpoints of sgrad-w2v: one safetensors file (sg_checkpoint_save) per save, holding
- * the two tables ("W_in", "W_out"), the SGD optimizer's state, the current sentence
+ * the tables ("W_in"; "W_out" with -negative > 0, "W_hs" with -hs 1), the SGD optimizer's
+ * state, the current sentence
  * ("trainer/sentence", int32, W2V_MAX_SENTENCE entries of which w2v.sentence_len count)
  * and string metadata under "w2v.": the format, the training flags that decide the result,
  * the corpus's size and FNV-1a hash, and the trainer's position (w2v_position).
@@ -7,7 +8,10 @@
  * A resumed run must train exactly as the uninterrupted one would have, so a checkpoint
  * is accepted only with the same training flags (-threads, -binary and the output paths
  * may differ: with -hogwild 0 they do not change the vectors) and a corpus of the same
- * size and hash. Numbers are written with %.17g or as integers, which read back exactly.
+ * size and hash, and the same vocabulary (its FNV-1a hash over words and counts, which
+ * -read-vocab could change). Numbers are written with %.17g or as integers, which read
+ * back exactly. Keys added after the first checkpoints were written (-hs, the vocabulary
+ * hash) read, when missing, as what those checkpoints were made with.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -28,6 +32,8 @@ typedef struct {
     int n;
     const char *keys[MAX_KEYS];
     char values[MAX_KEYS][VALUE_LEN];
+    const char *if_missing[MAX_KEYS]; /* a key absent from older checkpoints: the value it
+                                         had there, "" for any; NULL: the key is required */
 } meta_list;
 
 static void put(meta_list *l, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -39,7 +45,21 @@ static void put(meta_list *l, const char *key, const char *fmt, ...)
     l->keys[l->n] = key;
     vsnprintf(l->values[l->n], VALUE_LEN, fmt, ap);
     va_end(ap);
+    l->if_missing[l->n] = NULL;
     l->n++;
+}
+
+/* The FNV-1a 64 hash of the vocabulary: each word and its count, in order. */
+static uint64_t vocab_hash(const tc_vocab *v)
+{
+    uint64_t h = 1469598103934665603ull;
+    char count[24];
+    for (int64_t i = 0; i < v->size; i++) {
+        snprintf(count, sizeof count, " %" PRId64 "\n", v->counts[i]);
+        for (const char *c = v->words[i]; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        for (const char *c = count; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    }
+    return h;
 }
 
 /* What decides the result of a run: the flags by their command-line names, then the
@@ -60,9 +80,24 @@ static void identity(meta_list *l, const w2v_config *cfg, const tc_vocab *v)
     put(l, "w2v.flag.-batch", "%" PRId64, cfg->batch);
     put(l, "w2v.flag.-hogwild", "%d", cfg->hogwild);
     put(l, "w2v.flag.-engine", "%s", cfg->engine == W2V_ENGINE_GRAPH ? "graph" : "fused");
+    put(l, "w2v.flag.-hs", "%d", cfg->hs);
+    l->if_missing[l->n - 1] = "0";
     put(l, "w2v.corpus.bytes", "%" PRId64, v->corpus_bytes);
     put(l, "w2v.corpus.fnv1a64", "%016" PRIx64, v->corpus_hash);
     put(l, "w2v.vocab.size", "%" PRId64, v->size);
+    put(l, "w2v.vocab.fnv1a64", "%016" PRIx64, vocab_hash(v));
+    /* missing: counted from this corpus (the same vocabulary), unless this one was read */
+    l->if_missing[l->n - 1] = cfg->read_vocab ? NULL : "";
+}
+
+/* The model's tables and their names in the file: W_in, then W_out and W_hs if trained. */
+static int model_tables(const w2v_model *m, sg_tensor **t, const char **names)
+{
+    int n = 0;
+    t[n] = m->in, names[n++] = "W_in";
+    if (m->out) t[n] = m->out, names[n++] = "W_out";
+    if (m->hs) t[n] = m->hs, names[n++] = "W_hs";
+    return n;
 }
 
 static void position_meta(meta_list *l, const w2v_position *p)
@@ -94,12 +129,14 @@ int w2v_checkpoint_save(const char *path, const w2v_config *cfg, const tc_vocab 
     identity(&l, cfg, v);
     position_meta(&l, pos);
     sg_tensor *sen = sentence_tensor(m->ctx, pos);
-    sg_tensor *t[3] = {m->in, m->out, sen};
-    const char *names[3] = {"W_in", "W_out", "trainer/sentence"};
+    sg_tensor *t[4];
+    const char *names[4];
+    const int n = model_tables(m, t, names);
+    t[n] = sen, names[n] = "trainer/sentence";
     const char *values[MAX_KEYS];
     for (int i = 0; i < l.n; i++) values[i] = l.values[i];
     const sg_checkpoint_meta meta = {l.n, l.keys, values};
-    int rc = sen ? sg_checkpoint_save(m->ctx, path, t, 3, names, opt, &meta) : sg_ctx_status(m->ctx);
+    int rc = sen ? sg_checkpoint_save(m->ctx, path, t, n + 1, names, opt, &meta) : sg_ctx_status(m->ctx);
     sg_tensor_free(sen);
     if (rc) {
         fprintf(err, "sgrad-w2v: cannot write checkpoint %s: %s (any previous %s is unchanged)\n", path,
@@ -126,6 +163,10 @@ int w2v_checkpoint_check(const char *path, const w2v_config *cfg, const tc_vocab
     identity(&want, cfg, v);
     for (int i = 0; i < want.n && !rc; i++) {
         const char *have = sg_checkpoint_meta_get(&got, want.keys[i]);
+        if (!have && want.if_missing[i]) {
+            if (!*want.if_missing[i]) continue;
+            have = want.if_missing[i];
+        }
         if (have && !strcmp(have, want.values[i])) continue;
         rc = -1;
         if (i == 0)
@@ -135,6 +176,10 @@ int w2v_checkpoint_check(const char *path, const w2v_config *cfg, const tc_vocab
             fprintf(err, "sgrad-w2v: cannot resume from %s: it was made with %s %s, this run has %s %s; "
                          "resume with the training flags of the first run\n",
                     path, want.keys[i] + 9, have ? have : "(missing)", want.keys[i] + 9, want.values[i]);
+        else if (!strncmp(want.keys[i], "w2v.vocab.", 10))
+            fprintf(err, "sgrad-w2v: cannot resume from %s: it was made with another vocabulary (%s "
+                         "%s, this run's has %s)\n",
+                    path, want.keys[i] + 4, have ? have : "(missing)", want.values[i]);
         else
             fprintf(err, "sgrad-w2v: cannot resume from %s: it was made from another corpus (%s %s, "
                          "-train %s has %s)\n",
@@ -215,10 +260,12 @@ int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const tc_vocab 
     w2v_position zero;
     memset(&zero, 0, sizeof zero);
     sg_tensor *sen = sentence_tensor(m->ctx, &zero);
-    sg_tensor *t[3] = {m->in, m->out, sen};
-    const char *names[3] = {"W_in", "W_out", "trainer/sentence"};
+    sg_tensor *t[4];
+    const char *names[4];
+    const int n = model_tables(m, t, names);
+    t[n] = sen, names[n] = "trainer/sentence";
     sg_checkpoint_meta meta = {0, NULL, NULL};
-    int rc = sen ? sg_checkpoint_load(m->ctx, path, t, 3, names, opt, &meta) : sg_ctx_status(m->ctx);
+    int rc = sen ? sg_checkpoint_load(m->ctx, path, t, n + 1, names, opt, &meta) : sg_ctx_status(m->ctx);
     if (rc) {
         fprintf(err, "sgrad-w2v: cannot resume from %s: %s\n", path, sg_ctx_message(m->ctx));
     } else if (!parse_position(&meta, sg_tensor_data(sen), cfg, v, sg_optim_steps(opt), pos)) {

@@ -13,7 +13,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "sgrad-w2v: word2vec (skip-gram / CBOW with negative sampling) on sgrad\n"
+            "sgrad-w2v: word2vec (skip-gram / CBOW, negative sampling and/or hierarchical\n"
+            "softmax) on sgrad\n"
             "\n"
             "Training:\n"
             "  sgrad-w2v -train FILE -output FILE [options]\n"
@@ -22,7 +23,9 @@ static void usage(FILE *f)
             "    regular file such as a pipe or stdin)\n"
             "    -size N        vector dimension (100)\n"
             "    -window N      max skip length between words (5)\n"
-            "    -negative N    negative examples per true one (5)\n"
+            "    -negative N    negative examples per true one (5; 0: none, needs -hs 1)\n"
+            "    -hs 0|1        1: hierarchical softmax over the Huffman tree of the word\n"
+            "                   counts, added to negative sampling unless -negative 0 (0)\n"
             "    -sample X      subsampling threshold for frequent words (1e-3; 0 = off)\n"
             "    -min-count N   drop words seen fewer than N times (5)\n"
             "    -iter N        epochs (5)\n"
@@ -46,6 +49,14 @@ static void usage(FILE *f)
             "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
             "                   flags and corpus (-threads, -binary and outputs may change)\n"
             "    -log FILE      training progress as JSON lines (up to 200 and the end)\n"
+            "    -save-vocab FILE  write the vocabulary as `word count` lines (word2vec.c's\n"
+            "                   format), most frequent first, before training\n"
+            "    -read-vocab FILE  take the vocabulary from such a file (then -min-count);\n"
+            "                   the corpus is still read once, for its token count and hash\n"
+            "    -classes K     write K word classes (word2vec.c's k-means, 10 iterations)\n"
+            "                   to -output as `word class` lines instead of the vectors (0)\n"
+            "    -debug N       0: errors only; 1: vocabulary, progress, summary (default);\n"
+            "                   2: also settings, each epoch's loss, the tree, k-means\n"
             "Queries:\n"
             "  sgrad-w2v -neighbors VECTORS -words w1,w2,...   10 nearest by cosine\n"
             "  sgrad-w2v -analogy VECTORS a b c               best d for a:b :: c:d\n"
@@ -129,6 +140,10 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "-checkpoint")) cfg.checkpoint = a;
         else if (!strcmp(f, "-resume")) cfg.resume = a;
         else if (!strcmp(f, "-log")) cfg.log = a;
+        else if (!strcmp(f, "-save-vocab")) cfg.save_vocab = a;
+        else if (!strcmp(f, "-read-vocab")) cfg.read_vocab = a;
+        else if (!strcmp(f, "-classes")) ok = parse_int(a, 0, INT32_MAX, &n), cfg.classes = (int)n;
+        else if (!strcmp(f, "-debug")) ok = parse_int(a, 0, 2, &n), cfg.debug = (int)n;
         else if (!strcmp(f, "-save-every")) ok = parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
         else if (!strcmp(f, "-neighbors")) neighbors = a;
         else if (!strcmp(f, "-words")) words = a;
@@ -146,6 +161,7 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "-cbow")) ok = parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
         else if (!strcmp(f, "-binary")) ok = parse_int(a, 0, 1, &n), cfg.binary = (int)n;
         else if (!strcmp(f, "-hogwild")) ok = parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
+        else if (!strcmp(f, "-hs")) ok = parse_int(a, 0, 1, &n), cfg.hs = (int)n;
         else if (!strcmp(f, "-min-count")) ok = parse_int(a, 1, INT64_MAX, &cfg.min_count);
         else if (!strcmp(f, "-batch")) ok = parse_int(a, 1, 1 << 24, &cfg.batch);
         else if (!strcmp(f, "-restrict")) ok = parse_int(a, 1, INT64_MAX, &restrict_);
@@ -199,29 +215,56 @@ int main(int argc, char **argv)
     }
     /* before the corpus is read: a run that cannot save its result does not start */
     if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
+    FILE *log = cfg.debug > 0 ? stderr : NULL;
     tc_vocab v;
     tc_vocab_init(&v);
-    if (tc_vocab_count_file(&v, cfg.train) || tc_vocab_finalize(&v, cfg.min_count)) {
+    if (cfg.read_vocab) {
+        char why[160];
+        if (tc_vocab_read(&v, cfg.read_vocab, why, sizeof why)) {
+            fprintf(stderr, "sgrad-w2v: cannot read -read-vocab %s: %s\n", cfg.read_vocab, why);
+            tc_vocab_free(&v);
+            return 2;
+        }
+    }
+    if ((cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) ||
+        tc_vocab_finalize(&v, cfg.min_count)) {
         fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
         tc_vocab_free(&v);
         return 1;
     }
-    fprintf(stderr, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
-                    "(min-count %lld)\n", cfg.train, (long long)v.total_tokens,
-            (long long)v.lines, (long long)v.size, (long long)cfg.min_count);
+    if (log)
+        fprintf(log, "sgrad-w2v: %s: %lld words in %lld lines, vocabulary %lld words "
+                     "(min-count %lld%s%s)\n", cfg.train, (long long)v.total_tokens,
+                (long long)v.lines, (long long)v.size, (long long)cfg.min_count,
+                cfg.read_vocab ? ", read from " : "", cfg.read_vocab ? cfg.read_vocab : "");
+    if (cfg.classes > v.size) {
+        fprintf(stderr, "sgrad-w2v: -classes %d is more than the vocabulary's %lld words\n",
+                cfg.classes, (long long)v.size);
+        tc_vocab_free(&v);
+        return 2;
+    }
     /* a checkpoint from other flags or another corpus is refused before training */
     if (cfg.resume && w2v_checkpoint_check(cfg.resume, &cfg, &v, stderr)) {
         tc_vocab_free(&v);
         return 2;
     }
+    if (cfg.save_vocab) {
+        if (tc_vocab_save(&v, cfg.save_vocab)) {
+            fprintf(stderr, "sgrad-w2v: cannot write -save-vocab %s: %s (any previous file is "
+                            "unchanged)\n", cfg.save_vocab, strerror(errno));
+            tc_vocab_free(&v);
+            return 1;
+        }
+        if (log) fprintf(log, "sgrad-w2v: wrote %lld words to %s\n", (long long)v.size, cfg.save_vocab);
+    }
     w2v_result res;
     w2v_model m;
-    if (w2v_train(&cfg, &v, stderr, &res, &m)) {
+    if (w2v_train(&cfg, &v, log, &res, &m)) {
         tc_vocab_free(&v);
         return 1;
     }
     int threads = sg_ctx_threads(m.ctx);
-    fprintf(stderr,
+    if (log) fprintf(log,
             "sgrad-w2v: %s, %d epochs, %d threads (%s): %.1f s, %.1fk words/sec/thread, "
             "final loss %.4f; %lld steps of %.0f examples on average\n",
             cfg.cbow ? "cbow" : "skip-gram", cfg.iter, threads,
@@ -230,15 +273,31 @@ int main(int argc, char **argv)
             res.steps ? (double)res.examples / (double)res.steps : 0.0);
     int rc = 0;
     sg_tensor *tables[2] = {m.in, m.out};
-    const char *paths[2] = {cfg.output, cfg.save_context};
+    const char *paths[2] = {cfg.classes ? NULL : cfg.output, cfg.save_context};
+    if (cfg.classes) {
+        int32_t *cl = malloc((size_t)v.size * sizeof *cl);
+        if (!cl || w2v_kmeans(sg_tensor_f32(m.in), v.size, cfg.size, cfg.classes, W2V_KMEANS_ITERS,
+                              threads, cl, cfg.debug > 1 ? stderr : NULL)) {
+            fprintf(stderr, "sgrad-w2v: out of memory for -classes\n");
+            rc = 1;
+        } else if (w2v_classes_write(cfg.output, (char *const *)v.words, cl, v.size)) {
+            fprintf(stderr, "sgrad-w2v: cannot write %s: %s (any previous %s is unchanged)\n",
+                    cfg.output, strerror(errno), cfg.output);
+            rc = 1;
+        } else if (log) {
+            fprintf(log, "sgrad-w2v: wrote %d classes of %lld words to %s\n", cfg.classes,
+                    (long long)v.size, cfg.output);
+        }
+        free(cl);
+    }
     for (int i = 0; i < 2; i++) {
         if (!paths[i]) continue;
         if (sg_wordvec_write(paths[i], tables[i], (const char *const *)v.words, cfg.binary)) {
             fprintf(stderr, "sgrad-w2v: %s (any previous %s is unchanged)\n", sg_ctx_message(m.ctx),
                     paths[i]);
             rc = 1;
-        } else {
-            fprintf(stderr, "sgrad-w2v: wrote %lld x %d %s vectors to %s (%s)\n", (long long)v.size,
+        } else if (log) {
+            fprintf(log, "sgrad-w2v: wrote %lld x %d %s vectors to %s (%s)\n", (long long)v.size,
                     cfg.size, i ? "context" : "word", paths[i], cfg.binary ? "binary" : "text");
         }
     }

@@ -1,6 +1,14 @@
 /* Training loop of sgrad-w2v: the corpus is streamed once per epoch, cut into batches of
  * examples, and each batch is one sgrad step (ops on the tape, backward, optimizer).
  *
+ * Losses: negative sampling (sg_sgns_loss, -negative > 0), hierarchical softmax
+ * (sg_hs_loss over the centre word's path in the Huffman tree of the counts, -hs 1), or
+ * the sum of both, as word2vec.c adds both updates when both are on. The tree is
+ * word2vec.c's (tc_huffman), codes included; sg_hs_loss scores a node of code 1 as
+ * fastText does, -log sigmoid(s), where word2vec.c takes -log sigmoid(-s). With the
+ * inner-node table starting at zero (word2vec.c's syn1) that only negates the table, in
+ * exact arithmetic at every step, and leaves the word vectors as they are.
+ *
  * An example is (input, targets): skip-gram takes one context word as input and the
  * centre word as the true target, as word2vec.c does; CBOW takes the mean of the context
  * words' vectors and, as word2vec.c, gives each context row the undivided error of the
@@ -57,6 +65,7 @@ void w2v_config_default(w2v_config *c)
     c->alpha = -1; /* 0.025 for skip-gram, 0.05 for CBOW */
     c->batch = 8192;
     c->seed = 1;
+    c->debug = 1;
     c->engine = W2V_ENGINE_FUSED;
 }
 
@@ -88,10 +97,19 @@ typedef struct {
     int64_t n_input;
     int64_t *offset; /* CBOW: start of each bag in input (n) */
     int64_t *target; /* (n, 1 + negative) */
-    /* times each row of the input / output table occurs in the batch (0 between batches) */
-    int32_t *hits_in, *hits_out;
+    /* -hs: each example's path to the root (the centre word's in tree) */
+    tc_huffman tree;
+    sg_tensor *node_t[2], *code_t[2], *path_t[2];
+    int64_t *node;   /* inner nodes of all paths, flat (n_node) */
+    int32_t *code;   /* their codes (n_node) */
+    int64_t *path;   /* start of each example's path in node (n) */
+    int64_t n_node;
+    /* times each row of the input / output / inner-node table occurs in the batch (0
+     * between batches) */
+    int32_t *hits_in, *hits_out, *hits_node;
     int32_t row_cap;    /* w2v_row_hit_cap of the starting learning rate */
     int32_t in_row_cap; /* the same for the input table (CBOW's context rows: lower) */
+    int32_t node_cap;   /* the same for the inner nodes (bounds the batch: the root) */
 } w2v_trainer;
 
 /* The learning-rate schedule's record: the words read before step `step`'s batch. */
@@ -173,6 +191,14 @@ static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
     }
 }
 
+/* Path entries over the corpus: sum of count x path length (for -debug 2). */
+static int64_t tree_entries(const tc_huffman *tree, const int64_t *counts)
+{
+    int64_t sum = 0;
+    for (int64_t w = 0; w < tree->n; w++) sum += counts[w] * (tree->offsets[w + 1] - tree->offsets[w]);
+    return sum;
+}
+
 int w2v_row_hit_cap(double bound, double alpha)
 {
     const double cap = bound / alpha;
@@ -187,24 +213,52 @@ static bool hit(int32_t *hits, const int64_t *rows, int64_t n, int32_t cap)
     return full;
 }
 
+/* The rows and true target of example t->n (the one being added) in either table: input
+ * rows[0..n_rows), targets in t->target's row; with -hs the target's path is appended.
+ * True once a row reaches its table's hit cap. */
+static bool add_example(w2v_trainer *t, const int64_t *rows, int64_t n_rows)
+{
+    const int T = t->cfg->negative + 1;
+    const int64_t *target = t->target + t->n * T;
+    bool full = hit(t->hits_in, rows, n_rows, t->in_row_cap);
+    if (T > 1) full |= hit(t->hits_out, target, T, t->row_cap);
+    if (t->cfg->hs) {
+        const int64_t lo = t->tree.offsets[target[0]], hi = t->tree.offsets[target[0] + 1];
+        t->path[t->n] = t->n_node;
+        for (int64_t e = lo; e < hi; e++) {
+            t->node[t->n_node] = t->tree.nodes[e];
+            t->code[t->n_node++] = (int32_t)t->tree.codes[e];
+        }
+        full |= hit(t->hits_node, t->tree.nodes + lo, hi - lo, t->node_cap);
+    }
+    return full;
+}
+
 /* Fills the batch from the corpus; n == 0 means the epoch is over. A batch ends when it
- * holds `cap` examples or when, after a centre word's examples, some row of either table
- * reaches its hit cap (row_cap, in_row_cap): a step sums every update of a row computed at the
- * same point, and without the cap a very frequent word (a common noise word above all)
- * takes one large step where word2vec.c takes many small self-correcting ones, which
- * diverged with 8192-example batches on the demo corpus. The batch goes into the index set
+ * holds `cap` examples or when, after a centre word's examples, some row of any table
+ * reaches its hit cap (row_cap, in_row_cap, node_cap): a step sums every update of a row
+ * computed at the same point, and without the cap a very frequent word (a common noise
+ * word above all; with -hs the root, on every path) takes one large step where word2vec.c
+ * takes many small self-correcting ones, which diverged with 8192-example batches on the
+ * demo corpus. The batch goes into the index set
  * not used by the previous batch, whose step may still be running. */
 static void fill_batch(w2v_trainer *t)
 {
     const int W = t->cfg->window, T = t->cfg->negative + 1;
     const int64_t per_pos = t->cfg->cbow ? 1 : 2 * W;
     for (int64_t i = 0; i < t->n_input; i++) t->hits_in[t->input[i]] = 0;
-    for (int64_t e = 0; e < t->n * T; e++) t->hits_out[t->target[e]] = 0;
+    for (int64_t e = 0; T > 1 && e < t->n * T; e++) t->hits_out[t->target[e]] = 0;
+    for (int64_t e = 0; e < t->n_node; e++) t->hits_node[t->node[e]] = 0;
     t->set ^= 1;
     t->input = sg_tensor_data(t->input_t[t->set]);
     t->offset = sg_tensor_data(t->offset_t[t->set]);
     t->target = sg_tensor_data(t->target_t[t->set]);
-    t->n = t->n_input = 0;
+    if (t->cfg->hs) {
+        t->node = sg_tensor_data(t->node_t[t->set]);
+        t->code = sg_tensor_data(t->code_t[t->set]);
+        t->path = sg_tensor_data(t->path_t[t->set]);
+    }
+    t->n = t->n_input = t->n_node = 0;
     bool full = false;
     while (!full && t->n + per_pos <= t->cap) {
         if (t->pos >= t->len) {
@@ -225,8 +279,7 @@ static void fill_batch(w2v_trainer *t)
             int64_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
-            full |= hit(t->hits_in, t->input + start, t->n_input - start, t->in_row_cap);
-            full |= hit(t->hits_out, row, T, t->row_cap);
+            full |= add_example(t, t->input + start, t->n_input - start);
             t->n++;
         } else {
             for (int c = lo; c <= hi; c++) {
@@ -235,8 +288,7 @@ static void fill_batch(w2v_trainer *t)
                 int64_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
-                full |= hit(t->hits_in, t->input + t->n, 1, t->in_row_cap);
-                full |= hit(t->hits_out, row, T, t->row_cap);
+                full |= add_example(t, t->input + t->n, 1);
                 t->n++;
             }
             t->n_input = t->n;
@@ -262,8 +314,10 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
     } else {
         h = sg_embedding(m->in, input, NULL);
     }
-    sg_tensor *loss;
-    if (t->cfg->engine == W2V_ENGINE_FUSED) {
+    sg_tensor *loss = NULL;
+    if (T == 1) {
+        /* -negative 0: hierarchical softmax only (below) */
+    } else if (t->cfg->engine == W2V_ENGINE_FUSED) {
         sg_sgns_opts so = {.fused = opt};
         loss = sg_sgns_loss(h, m->out, target, &so);
     } else {
@@ -284,6 +338,12 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
         sg_tensor *u = sg_embedding(m->out, sg_reshape(target, 1, s_flat), NULL);
         sg_tensor *score = sg_mul(sg_rowdot(hrep, u), sign);
         loss = sg_scale(sg_sum(sg_log_sigmoid(score)), -1.0);
+    }
+    if (t->cfg->hs) { /* both engines: there is one hierarchical softmax op */
+        sg_tensor *hs = sg_hs_loss(h, m->hs, sg_slice(t->node_t[t->set], 0, t->n_node),
+                                   sg_slice(t->code_t[t->set], 0, t->n_node),
+                                   sg_slice(t->path_t[t->set], 0, n));
+        loss = T == 1 ? hs : sg_add(loss, hs);
     }
     if (!loss)
         fprintf(stderr, "sgrad-w2v: training step failed: %s (%s)\n",
@@ -308,6 +368,16 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     const int64_t targets = cap * (cfg->negative + 1);
     if (cfg->batch < 1) {
         fprintf(err, "sgrad-w2v: -batch must be at least 1\n");
+        return -1;
+    }
+    if (cfg->negative == 0 && !cfg->hs) {
+        fprintf(err, "sgrad-w2v: -negative 0 without -hs 1 trains nothing: give -negative N "
+                     "or -hs 1\n");
+        return -1;
+    }
+    if (cfg->negative == 0 && cfg->save_context) {
+        fprintf(err, "sgrad-w2v: -save-context writes negative sampling's output vectors, "
+                     "which -negative 0 does not have\n");
         return -1;
     }
     if (slots > W2V_MAX_STEP_SLOTS) {
@@ -375,19 +445,22 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
         fprintf(err, "sgrad-w2v: -output FILE is required for training (see -help)\n");
         return -1;
     }
-    if (cfg->resume) {
-        const char *why = stat(cfg->resume, &st) != 0 ? strerror(errno)
-                          : !S_ISREG(st.st_mode)       ? "not a regular file"
-                          : access(cfg->resume, R_OK)  ? strerror(errno)
-                                                       : NULL;
+    const char *in_flags[2] = {"-resume", "-read-vocab"};
+    const char *in_paths[2] = {cfg->resume, cfg->read_vocab};
+    for (int i = 0; i < 2; i++) {
+        if (!in_paths[i]) continue;
+        const char *why = stat(in_paths[i], &st) != 0   ? strerror(errno)
+                          : !S_ISREG(st.st_mode)         ? "not a regular file"
+                          : access(in_paths[i], R_OK)    ? strerror(errno)
+                                                         : NULL;
         if (why) {
-            fprintf(err, "sgrad-w2v: cannot read -resume %s: %s\n", cfg->resume, why);
+            fprintf(err, "sgrad-w2v: cannot read %s %s: %s\n", in_flags[i], in_paths[i], why);
             return -1;
         }
     }
-    const char *flags[4] = {"-output", "-save-context", "-checkpoint", "-log"};
-    const char *paths[4] = {cfg->output, cfg->save_context, cfg->checkpoint, cfg->log};
-    for (int i = 0; i < 4; i++) {
+    const char *flags[5] = {"-output", "-save-context", "-checkpoint", "-log", "-save-vocab"};
+    const char *paths[5] = {cfg->output, cfg->save_context, cfg->checkpoint, cfg->log, cfg->save_vocab};
+    for (int i = 0; i < 5; i++) {
         if (!paths[i]) continue;
         if (!*paths[i]) {
             fprintf(err, "sgrad-w2v: %s needs a file name\n", flags[i]);
@@ -424,10 +497,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     t.cap = cfg->batch;
     t.row_cap = w2v_row_hit_cap(W2V_ROW_STEP_BOUND, alpha);
     t.in_row_cap = cfg->cbow ? w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
+    t.node_cap = w2v_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha);
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
     t.keep = tc_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);
     t.hits_out = calloc((size_t)V, sizeof *t.hits_out);
+    t.hits_node = cfg->hs ? calloc((size_t)V, sizeof *t.hits_node) : NULL;
     w2v_model m = {0};
     sg_ctx_opts co = {.threads = cfg->threads, .nondeterministic = cfg->hogwild,
                       .seed = cfg->seed ? cfg->seed : 42};
@@ -435,9 +510,20 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     int rc = -1;
     sg_optim *opt = NULL;
     FILE *jlog = NULL;
-    if (!t.keep || !t.hits_in || !t.hits_out || !m.ctx ||
-        tc_noise_init(&t.noise, v->counts, V, 0.75)) {
+    if (!t.keep || !t.hits_in || !t.hits_out || (cfg->hs && !t.hits_node) || !m.ctx ||
+        tc_noise_init(&t.noise, v->counts, V, 0.75) ||
+        (cfg->hs && tc_huffman_build(&t.tree, v->counts, V))) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
+        goto done;
+    }
+    int64_t longest_path = 0; /* path entries per example, at most */
+    for (int64_t w = 0; cfg->hs && w < V; w++)
+        if (t.tree.offsets[w + 1] - t.tree.offsets[w] > longest_path)
+            longest_path = t.tree.offsets[w + 1] - t.tree.offsets[w];
+    if (longest_path > W2V_MAX_STEP_SLOTS / t.cap) {
+        fprintf(stderr, "sgrad-w2v: -batch %lld with Huffman paths of up to %lld nodes gives more "
+                        "than %lld path entries per step: lower -batch\n",
+                (long long)t.cap, (long long)longest_path, (long long)W2V_MAX_STEP_SLOTS);
         goto done;
     }
     const int64_t s_input[1] = {t.cap * (cfg->cbow ? 2 * cfg->window : 1)}, s_offset[1] = {t.cap},
@@ -446,25 +532,40 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         t.input_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_input);
         t.offset_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_offset);
         t.target_t[k] = sg_tensor_new(m.ctx, SG_I64, 2, s_target);
-        if (!t.input_t[k] || !t.offset_t[k] || !t.target_t[k]) {
+        if (cfg->hs) {
+            const int64_t s_node[1] = {t.cap * longest_path};
+            t.node_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_node);
+            t.code_t[k] = sg_tensor_new(m.ctx, SG_I32, 1, s_node);
+            t.path_t[k] = sg_tensor_new(m.ctx, SG_I64, 1, s_offset);
+        }
+        if (!t.input_t[k] || !t.offset_t[k] || !t.target_t[k] ||
+            (cfg->hs && (!t.node_t[k] || !t.code_t[k] || !t.path_t[k]))) {
             fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
             goto done;
         }
     }
+    if (cfg->hs) {
+        t.node = sg_tensor_data(t.node_t[0]);
+        t.code = sg_tensor_data(t.code_t[0]);
+        t.path = sg_tensor_data(t.path_t[0]);
+    }
     t.input = sg_tensor_data(t.input_t[0]);
     t.offset = sg_tensor_data(t.offset_t[0]);
     t.target = sg_tensor_data(t.target_t[0]);
-    int64_t shape[2] = {V, D};
+    int64_t shape[2] = {V, D}, s_hs[2] = {V - 1, D};
     m.in = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
-    m.out = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
+    if (T > 1) m.out = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, shape), 1);
+    if (cfg->hs) m.hs = sg_tensor_requires_grad(sg_tensor_new(m.ctx, SG_F32, 2, s_hs), 1);
     sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
     so.lr = alpha;
     opt = sg_optim_sgd(m.ctx, &so);
     const int64_t total = (int64_t)cfg->iter * v->total_tokens;
     w2v_lr_record lr_rec = {1, 0, total};
     const sg_lr_schedule decay = {.kind = SG_LR_CALLBACK, .fn = w2v_lr_schedule, .ud = &lr_rec};
-    if (!m.in || !m.out || !opt || sg_tensor_fill_uniform(m.in, -1.0 / (double)D, 1.0 / (double)D) ||
-        sg_optim_add_param(opt, m.in) || sg_optim_add_param(opt, m.out) ||
+    if (!m.in || (T > 1 && !m.out) || (cfg->hs && !m.hs) || !opt ||
+        sg_tensor_fill_uniform(m.in, -1.0 / (double)D, 1.0 / (double)D) ||
+        sg_optim_add_param(opt, m.in) || (m.out && sg_optim_add_param(opt, m.out)) ||
+        (m.hs && sg_optim_add_param(opt, m.hs)) ||
         sg_optim_set_schedule(opt, &decay) ||
         sg_optim_set_check_finite(opt, 1)) { /* a non-finite gradient stops the run, tables intact */
         fprintf(stderr, "sgrad-w2v: %s\n", sg_ctx_message(m.ctx));
@@ -478,6 +579,17 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     at.rng = cfg->seed;
     if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) goto done;
     const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
+    if (cfg->debug > 1 && log) {
+        fprintf(log, "sgrad-w2v: %s, %s%s%s, alpha %g, batch %lld examples, row hit caps: input %d, "
+                     "output %d, inner nodes %d\n", cfg->cbow ? "cbow" : "skip-gram",
+                T > 1 ? "negative sampling" : "", T > 1 && cfg->hs ? " + " : "",
+                cfg->hs ? "hierarchical softmax" : "", alpha, (long long)t.cap, t.in_row_cap, t.row_cap,
+                t.node_cap);
+        if (cfg->hs)
+            fprintf(log, "sgrad-w2v: Huffman tree: %lld inner nodes, paths %.2f nodes on average "
+                         "(by count), %lld at most\n", (long long)(V - 1),
+                    (double)tree_entries(&t.tree, v->counts) / (double)v->train_words, (long long)longest_path);
+    }
     if (cfg->resume && log)
         fprintf(log, "sgrad-w2v: resuming from %s: epoch %d of %d, step %lld, %.1f%% of the words\n",
                 cfg->resume, at.epoch < cfg->iter ? at.epoch + 1 : cfg->iter, cfg->iter, (long long)at.steps,
@@ -609,6 +721,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             }
         }
         tc_reader_close(&t.rd);
+        if (cfg->debug > 1 && log)
+            fprintf(log, "%ssgrad-w2v: epoch %d of %d: loss per example %.4f, %lld steps so far, "
+                         "%.1f s\n", pr.tty ? "\n" : "", ep + 1, cfg->iter,
+                    epoch_n ? epoch_loss / (double)epoch_n : NAN, (long long)res->steps, tc_now() - t0);
         /* -save-every 0: a checkpoint at each epoch's end (the last one's is below) */
         if (cfg->checkpoint && cfg->save_every == 0 && ep + 1 < cfg->iter) {
             epoch_start_position(&t, ep + 1, &saved);
@@ -656,6 +772,8 @@ done:
     free(t.keep);
     free(t.hits_in);
     free(t.hits_out);
+    free(t.hits_node);
+    tc_huffman_free(&t.tree);
     if (rc == 0 && mout) *mout = m;
     else w2v_model_free(&m);
     return rc;

@@ -1,7 +1,9 @@
-/* sgrad-w2v: word2vec (skip-gram and CBOW with negative sampling) on sgrad.
+/* sgrad-w2v: word2vec (skip-gram and CBOW with negative sampling and/or hierarchical
+ * softmax) on sgrad.
  *
  * Modules: train.c (w2v_train: batches of examples through sgrad ops), query.c (nearest
- * neighbours, analogies, the analogy benchmark), main.c (command line); the corpus
+ * neighbours, analogies, the analogy benchmark), classes.c (-classes: word2vec.c's
+ * k-means over the vectors), main.c (command line); the corpus
  * reader, vocabulary, sampling tables, random numbers and progress line are the tools'
  * shared code (../common/common.h). Every module but main.c can be #included by a test.
  */
@@ -26,6 +28,10 @@
 #define W2V_MAX_ROW_HITS 256
 #define W2V_ROW_STEP_BOUND 6.4
 #define W2V_CBOW_INPUT_STEP_BOUND 3.2
+/* The same bound for hierarchical softmax's inner-node rows (-hs 1). The root is on every
+ * path, so it caps a batch at w2v_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha) examples;
+ * measured in tools/w2v/README.md ("Hierarchical softmax"). */
+#define W2V_HS_NODE_STEP_BOUND W2V_ROW_STEP_BOUND
 int w2v_row_hit_cap(double bound, double alpha);
 /* Training stops as diverged once a step's loss per example exceeds this many times the
  * first step's (or is not finite). */
@@ -37,7 +43,11 @@ typedef enum { W2V_ENGINE_FUSED, W2V_ENGINE_GRAPH } w2v_engine;
 typedef struct {
     const char *train;
     const char *output; /* the vectors file (main.c requires one before training) */
-    int size, window, negative, iter, threads, cbow, binary, hogwild, verbose;
+    int size, window, negative, iter, threads, cbow, binary, hogwild;
+    int hs;      /* -hs 1: hierarchical softmax over the Huffman tree of the counts (with
+                    -negative > 0 both losses are added, as word2vec.c does) */
+    int classes; /* -classes K > 0: write K k-means classes to -output instead of vectors */
+    int debug;   /* -debug: 0 errors only, 1 progress and summaries (default), 2 more */
     int64_t min_count;
     int64_t batch; /* (input, target) examples per step */
     double sample, alpha;
@@ -48,6 +58,8 @@ typedef struct {
     int64_t save_every;       /* -save-every: steps between checkpoints; 0: each epoch's end */
     const char *resume;       /* -resume: a checkpoint to continue from, or NULL */
     const char *log;          /* -log: JSON lines of training progress, or NULL */
+    const char *save_vocab;   /* -save-vocab: the vocabulary as `word count` lines, or NULL */
+    const char *read_vocab;   /* -read-vocab: take the vocabulary from this file, or NULL */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
@@ -62,23 +74,28 @@ typedef struct {
     int64_t vocab_size;
 } w2v_result;
 
-/* A trained model: the context owns both tables. */
+/* A trained model: the context owns the tables. */
 typedef struct {
     sg_ctx *ctx;
     sg_tensor *in;  /* (V,D) f32: the word vectors */
-    sg_tensor *out; /* (V,D) f32: the output (context) vectors */
+    sg_tensor *out; /* (V,D) f32: negative sampling's output (context) vectors; NULL with
+                       -negative 0 */
+    sg_tensor *hs;  /* (V-1,D) f32: hierarchical softmax's inner-node vectors (word2vec.c's
+                       syn1, row k the k-th merge of tc_huffman); NULL without -hs */
 } w2v_model;
 
 /* Most entries of each per-step int64 index array, allocated up front (twice: the next
- * batch is drawn while a step runs): CBOW's context slots (batch * 2 * window) and the
- * targets (batch * (negative + 1)); 2^26 entries are 512 MB. */
+ * batch is drawn while a step runs): CBOW's context slots (batch * 2 * window), the
+ * targets (batch * (negative + 1)) and, with -hs, the path entries (batch * the longest
+ * Huffman path, checked once the tree is built); 2^26 entries are 512 MB. */
 #define W2V_MAX_STEP_SLOTS ((int64_t)1 << 26)
 /* 0 when cfg's per-step arrays fit W2V_MAX_STEP_SLOTS; otherwise -1 with a message naming
  * the flags printed to err. */
 int w2v_config_check(const w2v_config *cfg, FILE *err);
 /* Checks before any work that the corpus is a regular file (it is read once per epoch,
- * which a pipe or stdin cannot be), that -resume names a readable file, and that every
- * output (-output, -save-context, -checkpoint, -log) can be written: its directory exists
+ * which a pipe or stdin cannot be), that -resume and -read-vocab name readable files, and
+ * that every output (-output, -save-context, -checkpoint, -log, -save-vocab) can be
+ * written: its directory exists
  * and is writable, the path is not a directory or other non-regular file, no two outputs
  * are the same path. 0, or -1 with a message printed to err. Write-time errors (a full
  * disk) remain possible; vectors and checkpoints are written atomically, so they leave an
@@ -120,6 +137,17 @@ int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const tc_vocab 
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *m);
 void w2v_model_free(w2v_model *m);
+
+/* ---- -classes (classes.c) */
+#define W2V_KMEANS_ITERS 10 /* word2vec.c's */
+/* word2vec.c's k-means of the V rows of vec (V,D) into K >= 1 classes: cl (V) receives
+ * each word's class in [0,K). Per iteration a line (words that changed class) goes to log
+ * unless it is NULL. 0, or -1 on out of memory. */
+int w2v_kmeans(const float *vec, int64_t V, int64_t D, int K, int iters, int threads,
+               int32_t *cl, FILE *log);
+/* Writes `word class` lines (word2vec.c's -classes output) to path atomically. 0, or -1
+ * (errno set; path unchanged). */
+int w2v_classes_write(const char *path, char *const *words, const int32_t *cl, int64_t V);
 
 /* ---- queries on a vectors file */
 /* Top-k rows by cosine with row q (q excluded); sims may be NULL. Returns how many. */
