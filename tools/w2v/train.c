@@ -181,6 +181,17 @@ static void epoch_start_position(const w2v_trainer *t, int epoch, w2v_position *
     p->len = p->pos = 0;
 }
 
+/* The counters of a position, taken when its checkpoint is saved (after the step). */
+static void set_position_counters(w2v_position *p, const w2v_result *res, double start_loss,
+                                  double epoch_loss, int64_t epoch_examples)
+{
+    p->steps = res->steps;
+    p->examples = res->examples;
+    p->start_loss = start_loss;
+    p->epoch_loss = epoch_loss;
+    p->epoch_examples = epoch_examples;
+}
+
 static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
 {
     for (int k = 1; k <= t->cfg->negative; k++) {
@@ -709,11 +720,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                 interval_n = 0;
             }
             if (save_now) {
-                saved.steps = res->steps;
-                saved.examples = res->examples;
-                saved.start_loss = start_loss;
-                saved.epoch_loss = epoch_loss;
-                saved.epoch_examples = epoch_n;
+                set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
                 if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) {
                     tc_reader_close(&t.rd);
                     goto done;
@@ -728,11 +735,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         /* -save-every 0: a checkpoint at each epoch's end (the last one's is below) */
         if (cfg->checkpoint && cfg->save_every == 0 && ep + 1 < cfg->iter) {
             epoch_start_position(&t, ep + 1, &saved);
-            saved.steps = res->steps;
-            saved.examples = res->examples;
-            saved.start_loss = start_loss;
-            saved.epoch_loss = epoch_loss;
-            saved.epoch_examples = epoch_n;
+            set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
             if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) goto done;
         }
     }
@@ -752,11 +755,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     tc_log_update(&jl, cfg->iter, t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);
-        saved.steps = res->steps;
-        saved.examples = res->examples;
-        saved.start_loss = start_loss;
-        saved.epoch_loss = epoch_loss;
-        saved.epoch_examples = epoch_n;
+        set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
         if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) goto done;
     }
     if (jlog && (fflush(jlog) || ferror(jlog))) {
