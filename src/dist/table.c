@@ -1,0 +1,344 @@
+/* Sharded tables (include/sgrad_dist.h, "sharded tables"): rows split by range across the
+ * ranks, lookups and gradients moved to and from the owners with MPI_Alltoallv.
+ *
+ * Invariants: every rank makes the same collectives in the same order with matching
+ * counts, so a local failure (bad indices, a failed allocation) is announced in a
+ * collective every rank makes anyway (the count exchange, or an agreement of statuses)
+ * before any data moves. The latest lookup's routing (each position's slot in the send
+ * order, the counts per rank, the rows each requester asked this rank for) is kept until
+ * the table's backward; the requested rows live on the tape, as the lookup's output does.
+ * Rows travel as one MPI datatype of dim elements, so every count is a row count.
+ */
+#include "dist/dist.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TB_SLOT, TB_SEND_IDX, TB_SEND_ROWS, TB_RECV_ROWS, TB_COUNT };
+
+struct sg_dist_table {
+    sg_ctx *ctx;
+    MPI_Comm comm;
+    int rank, size;
+    sg_dtype dtype;
+    int64_t rows, dim, begin, end;
+    sg_tensor *shard;
+    MPI_Datatype rowtype;
+    int *scount, *sdispl, *rcount, *rdispl; /* (size) each, in rows */
+    int64_t *pairs;                         /* (size, 2) sent and (size, 2) received */
+    sg_tensor *buf[TB_COUNT];
+    sg_tensor *out, *requested; /* the latest lookup's output and the rows asked of us */
+    int64_t n, m;               /* its positions and the rows this shard served */
+    int pending;                /* a lookup awaits its backward */
+    sg_dist_table_stats stats;
+};
+
+#define TFAIL(t, ...) sg__dist_fail((t)->ctx, __VA_ARGS__)
+#define TMPI(t, what, call)                                                                   \
+    do {                                                                                      \
+        int mpi_err_ = (call);                                                                \
+        if (mpi_err_ != MPI_SUCCESS) return sg__dist_mpi_failed((t)->ctx, (t)->rank, mpi_err_, what); \
+    } while (0)
+
+/* floor(r rows / P) without overflow: rows = q P + rem. */
+static int64_t range_begin(int64_t rows, int P, int r)
+{
+    int64_t q = rows / P, rem = rows % P;
+    return (int64_t)r * q + ((int64_t)r * rem) / P;
+}
+
+static int owner_of(const sg_dist_table *t, int64_t g)
+{
+    int P = t->size;
+    int o = (int)((double)g / (double)t->rows * P);
+    if (o < 0) o = 0;
+    if (o > P - 1) o = P - 1;
+    while (o + 1 < P && range_begin(t->rows, P, o + 1) <= g) o++;
+    while (o > 0 && range_begin(t->rows, P, o) > g) o--;
+    return o;
+}
+
+static void table_release(sg_dist_table *t)
+{
+    if (t->rowtype != MPI_DATATYPE_NULL) MPI_Type_free(&t->rowtype);
+    for (int i = 0; i < TB_COUNT; i++) sg_tensor_free(t->buf[i]);
+    sg_tensor_free(t->shard);
+    free(t->scount);
+    free(t->pairs);
+    free(t);
+}
+
+sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64_t dim)
+{
+    if (!d) return NULL;
+    sg_ctx *ctx = sg__dist_ctx(d);
+    MPI_Comm comm = sg__dist_comm(d);
+    int rank = sg_dist_rank(d), P = sg_dist_size(d);
+    const char *fn = "sg_dist_table_new";
+    int st = SG_OK;
+    if (dtype != SG_F32 && dtype != SG_F64)
+        st = sg__dist_fail(ctx, SG_ERR_DTYPE, "%s: the table must be f32 or f64", fn);
+    else if (rows < 1 || dim < 1 || dim > INT_MAX || rows > INT64_MAX / dim)
+        st = sg__dist_fail(ctx, SG_ERR_ARG, "%s: rows %lld and dim %lld must be >= 1 (dim <= INT_MAX)", fn,
+                           (long long)rows, (long long)dim);
+    int64_t mine[4] = {dtype, rows, dim, st};
+    int64_t *all = malloc((size_t)P * sizeof mine);
+    if (!all) {
+        sg_ctx_set_error(ctx, SG_ERR_NOMEM, "sg_dist_table_new: out of memory");
+        return NULL; /* before any collective: the caller must stop (as MPI itself failing) */
+    }
+    int err = MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, comm);
+    if (err != MPI_SUCCESS) {
+        free(all);
+        sg__dist_mpi_failed(ctx, rank, err, "MPI_Allgather (table shape)");
+        return NULL;
+    }
+    for (int r = 0; r < P && !st; r++) {
+        const int64_t *o = all + 4 * r;
+        if (o[3]) st = sg__dist_fail(ctx, (int)o[3], "%s: rank %d refused its arguments (%s)", fn, r,
+                                     sg_status_string((int)o[3]));
+        else if (o[0] != all[0])
+            st = sg__dist_fail(ctx, SG_ERR_DTYPE, "%s: ranks disagree on the dtype (rank 0 and rank %d)", fn, r);
+        else if (o[1] != all[1] || o[2] != all[2])
+            st = sg__dist_fail(ctx, SG_ERR_SHAPE,
+                               "%s: ranks disagree on the table: (%lld, %lld) on rank 0, (%lld, %lld) on rank %d",
+                               fn, (long long)all[1], (long long)all[2], (long long)o[1], (long long)o[2], r);
+    }
+    free(all);
+    if (st) return NULL;
+
+    sg_dist_table *t = calloc(1, sizeof *t);
+    if (t) {
+        t->ctx = ctx;
+        t->comm = comm;
+        t->rank = rank;
+        t->size = P;
+        t->dtype = dtype;
+        t->rows = rows;
+        t->dim = dim;
+        t->begin = range_begin(rows, P, rank);
+        t->end = range_begin(rows, P, rank + 1);
+        t->rowtype = MPI_DATATYPE_NULL;
+        t->scount = malloc((size_t)P * 4 * sizeof *t->scount);
+        t->pairs = malloc((size_t)P * 4 * sizeof *t->pairs);
+    }
+    if (!t || !t->scount || !t->pairs) {
+        st = sg__dist_fail(ctx, SG_ERR_NOMEM, "%s: out of memory", fn);
+    } else {
+        t->sdispl = t->scount + P;
+        t->rcount = t->sdispl + P;
+        t->rdispl = t->rcount + P;
+        t->shard = sg_tensor_new(ctx, dtype, 2, (int64_t[]){t->end - t->begin, dim});
+        if (!t->shard || !sg_tensor_requires_grad(t->shard, 1)) st = sg_ctx_status(ctx);
+        else if (MPI_Type_contiguous((int)dim, dtype == SG_F64 ? MPI_DOUBLE : MPI_FLOAT, &t->rowtype) != MPI_SUCCESS ||
+                 MPI_Type_commit(&t->rowtype) != MPI_SUCCESS)
+            st = sg__dist_fail(ctx, SG_ERR_IO, "%s: MPI_Type_contiguous failed on rank %d", fn, rank);
+    }
+    if (sg__dist_agree(ctx, comm, rank, st, fn, "to allocate its shard")) {
+        if (t) table_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+void sg_dist_table_free(sg_dist_table *t)
+{
+    if (t) table_release(t);
+}
+
+sg_tensor *sg_dist_table_shard(const sg_dist_table *t) { return t ? t->shard : NULL; }
+
+int sg_dist_table_range(const sg_dist_table *t, int rank, int64_t *begin, int64_t *end)
+{
+    if (!t || !begin || !end) return SG_ERR_NULL;
+    if (rank < 0 || rank >= t->size)
+        return TFAIL(t, SG_ERR_ARG, "sg_dist_table_range: rank %d outside [0, %d)", rank, t->size);
+    *begin = range_begin(t->rows, t->size, rank);
+    *end = range_begin(t->rows, t->size, rank + 1);
+    return SG_OK;
+}
+
+int sg_dist_table_stats_get(const sg_dist_table *t, sg_dist_table_stats *out)
+{
+    if (!t || !out) return SG_ERR_NULL;
+    *out = t->stats;
+    return SG_OK;
+}
+
+/* This rank's checks of idx, then the routing: each position's owner and slot in the send
+ * order, the indices to send (as the owners' local rows) and the counts per owner. */
+static int route(sg_dist_table *t, sg_tensor *idx)
+{
+    const char *fn = "sg_dist_table_lookup";
+    if (!idx) return TFAIL(t, SG_ERR_NULL, "%s: NULL idx", fn);
+    if (sg_tensor_ctx(idx) != t->ctx) return TFAIL(t, SG_ERR_ARG, "%s: idx belongs to another context", fn);
+    if (sg_tensor_layout(idx) != SG_DENSE) return TFAIL(t, SG_ERR_LAYOUT, "%s: idx must be dense", fn);
+    sg_dtype it = sg_tensor_dtype(idx);
+    if (it != SG_I64 && it != SG_I32) return TFAIL(t, SG_ERR_DTYPE, "%s: idx must be int32 or int64", fn);
+    if (sg_tensor_ndim(idx) > SG_MAX_DIMS - 1)
+        return TFAIL(t, SG_ERR_ARG, "%s: idx has %d dims (at most %d)", fn, sg_tensor_ndim(idx), SG_MAX_DIMS - 1);
+    int64_t n = sg_tensor_numel(idx);
+    if (n > INT_MAX || (n > 0 && t->dim > INT64_MAX / n))
+        return TFAIL(t, SG_ERR_ARG, "%s: %lld indices are too many for one exchange", fn, (long long)n);
+    const int64_t *i64 = it == SG_I64 ? sg_tensor_data(idx) : NULL;
+    const int32_t *i32 = it == SG_I32 ? sg_tensor_data(idx) : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = i64 ? i64[i] : i32[i];
+        if (g < 0 || g >= t->rows)
+            return TFAIL(t, SG_ERR_INDEX, "%s: rank %d: index %lld at position %lld is outside [0, %lld)", fn,
+                         t->rank, (long long)g, (long long)i, (long long)t->rows);
+    }
+    int64_t *slot = sg__dist_scratch(t->ctx, &t->buf[TB_SLOT], (size_t)(n ? n : 1) * sizeof *slot);
+    int64_t *send = slot ? sg__dist_scratch(t->ctx, &t->buf[TB_SEND_IDX], (size_t)(n ? n : 1) * sizeof *send) : NULL;
+    if (!send) return sg_ctx_status(t->ctx);
+    int P = t->size;
+    memset(t->scount, 0, (size_t)P * sizeof *t->scount);
+    for (int64_t i = 0; i < n; i++) t->scount[owner_of(t, i64 ? i64[i] : i32[i])]++;
+    int at = 0;
+    for (int r = 0; r < P; r++) {
+        t->sdispl[r] = at;
+        at += t->scount[r];
+    }
+    int *fill = t->rcount; /* free until the count exchange */
+    memcpy(fill, t->sdispl, (size_t)P * sizeof *fill);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = i64 ? i64[i] : i32[i];
+        int o = owner_of(t, g);
+        slot[i] = fill[o]++;
+        send[slot[i]] = g - range_begin(t->rows, P, o);
+    }
+    t->n = n;
+    return SG_OK;
+}
+
+sg_tensor *sg_dist_table_lookup(sg_dist_table *t, sg_tensor *idx)
+{
+    if (!t) return NULL;
+    const char *fn = "sg_dist_table_lookup";
+    const int P = t->size, me = t->rank;
+    t->pending = 0;
+    int st = route(t, idx);
+    int64_t *sent = t->pairs, *got = t->pairs + 2 * P;
+    for (int r = 0; r < P; r++) {
+        sent[2 * r] = st ? 0 : t->scount[r];
+        sent[2 * r + 1] = st;
+    }
+    /* 1. counts and statuses: every rank learns every rank's verdict */
+    int err = MPI_Alltoall(sent, 2, MPI_INT64_T, got, 2, MPI_INT64_T, t->comm);
+    if (err != MPI_SUCCESS) {
+        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoall (lookup counts)");
+        return NULL;
+    }
+    for (int r = 0; r < P; r++) {
+        if (!got[2 * r + 1]) continue;
+        if (!st) TFAIL(t, (int)got[2 * r + 1], "%s: rank %d refused its indices (%s)", fn, r,
+                       sg_status_string((int)got[2 * r + 1]));
+        return NULL;
+    }
+    int64_t m = 0;
+    for (int r = 0; r < P; r++) {
+        t->rdispl[r] = (int)(m < INT_MAX ? m : INT_MAX);
+        t->rcount[r] = (int)got[2 * r];
+        m += got[2 * r];
+    }
+    /* 2. buffers (this rank's verdict on them, agreed) */
+    const int64_t n = t->n, D = t->dim;
+    size_t esz = sg_dtype_size(t->dtype);
+    sg_tensor *requested = NULL, *out = NULL;
+    void *recv = NULL;
+    if (m > INT_MAX || (m > 0 && D > INT64_MAX / m)) {
+        st = TFAIL(t, SG_ERR_ARG, "%s: rank %d was asked for %lld rows, too many for one exchange", fn, me,
+                   (long long)m);
+    } else {
+        int nd = sg_tensor_ndim(idx);
+        int64_t oshape[SG_MAX_DIMS];
+        for (int k = 0; k < nd; k++) oshape[k] = sg_tensor_dim(idx, k);
+        oshape[nd] = D;
+        requested = sg_tensor_new_tmp(t->ctx, SG_I64, 1, (int64_t[]){m});
+        out = requested ? sg_tensor_new_tmp(t->ctx, t->dtype, nd + 1, oshape) : NULL;
+        recv = out ? sg__dist_scratch(t->ctx, &t->buf[TB_RECV_ROWS], (size_t)(n ? n : 1) * (size_t)D * esz) : NULL;
+        if (!recv) st = sg_ctx_status(t->ctx);
+    }
+    if (sg__dist_agree(t->ctx, t->comm, me, st, fn, "to allocate its buffers")) return NULL;
+
+    /* 3. the indices to their owners; 4. the owners read their rows (caught up, as an op
+     * reads a parameter), agreed; 5. the rows back */
+    err = MPI_Alltoallv(sg_tensor_data(t->buf[TB_SEND_IDX]), t->scount, t->sdispl, MPI_INT64_T,
+                        sg_tensor_data(requested), t->rcount, t->rdispl, MPI_INT64_T, t->comm);
+    if (err != MPI_SUCCESS) {
+        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoallv (lookup indices)");
+        return NULL;
+    }
+    sg_tensor *served = NULL;
+    if (m > 0) {
+        int was = sg_set_grad_enabled(t->ctx, 0);
+        served = sg_index_select(t->shard, 0, requested);
+        sg_set_grad_enabled(t->ctx, was);
+        if (!served) st = sg_ctx_status(t->ctx);
+    }
+    if (sg__dist_agree(t->ctx, t->comm, me, st, fn, "to read its rows")) return NULL;
+    err = MPI_Alltoallv(served ? sg_tensor_data(served) : recv, t->rcount, t->rdispl, t->rowtype, recv, t->scount,
+                        t->sdispl, t->rowtype, t->comm);
+    if (err != MPI_SUCCESS) {
+        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoallv (lookup rows)");
+        return NULL;
+    }
+    const int64_t *slot = sg_tensor_data(t->buf[TB_SLOT]);
+    unsigned char *o = sg_tensor_data(out);
+    const size_t rowb = (size_t)D * esz;
+    for (int64_t i = 0; i < n; i++) memcpy(o + (size_t)i * rowb, (unsigned char *)recv + (size_t)slot[i] * rowb, rowb);
+    sg_tensor_requires_grad(out, 1);
+    t->out = out;
+    t->requested = requested;
+    t->m = m;
+    t->pending = 1;
+    t->stats.lookups++;
+    t->stats.rows_requested = n;
+    t->stats.rows_served = m;
+    t->stats.bytes_lookup = (uint64_t)(P - 1) * 2 * sizeof(int64_t) + (uint64_t)(n - t->scount[me]) * 8 +
+                            (uint64_t)(m - t->rcount[me]) * rowb;
+    return out;
+}
+
+int sg_dist_table_backward(sg_dist_table *t)
+{
+    if (!t) return SG_ERR_NULL;
+    const char *fn = "sg_dist_table_backward";
+    const int me = t->rank;
+    const int64_t n = t->n, D = t->dim;
+    const size_t esz = sg_dtype_size(t->dtype), rowb = (size_t)D * esz;
+    int st = SG_OK;
+    void *send = NULL, *recv = NULL;
+    if (!t->pending) {
+        st = TFAIL(t, SG_ERR_STATE, "%s: no lookup of this table since its last backward", fn);
+    } else {
+        sg_tensor *g = sg_tensor_grad(t->out);
+        if (g && sg_tensor_layout(g) == SG_COO) g = sg_to_dense(g);
+        send = sg__dist_scratch(t->ctx, &t->buf[TB_SEND_ROWS], (size_t)(n ? n : 1) * rowb);
+        recv = send ? sg__dist_scratch(t->ctx, &t->buf[TB_RECV_ROWS], (size_t)(t->m ? t->m : 1) * rowb) : NULL;
+        if (!recv || (sg_tensor_grad(t->out) && !g)) {
+            st = sg_ctx_status(t->ctx);
+        } else {
+            const int64_t *slot = sg_tensor_data(t->buf[TB_SLOT]);
+            const unsigned char *gv = g ? sg_tensor_data(g) : NULL;
+            for (int64_t i = 0; i < n; i++) {
+                unsigned char *dst = (unsigned char *)send + (size_t)slot[i] * rowb;
+                if (gv) memcpy(dst, gv + (size_t)i * rowb, rowb);
+                else memset(dst, 0, rowb);
+            }
+        }
+    }
+    int rc = sg__dist_agree(t->ctx, t->comm, me, st, fn, "to prepare its gradient rows");
+    if (rc) return rc;
+    TMPI(t, "MPI_Alltoallv (gradient rows)",
+         MPI_Alltoallv(send, t->scount, t->sdispl, t->rowtype, recv, t->rcount, t->rdispl, t->rowtype, t->comm));
+    t->pending = 0;
+    t->stats.bytes_backward = (uint64_t)(n - t->scount[me]) * rowb;
+    sg_tensor *coo = sg_coo_new_tmp(t->ctx, t->dtype, 2, sg_tensor_shape(t->shard), 1, t->m,
+                                    sg_tensor_data(t->requested), recv);
+    if (!coo) return sg_ctx_status(t->ctx);
+    rc = sg_tensor_set_grad(t->shard, coo);
+    if (!rc) t->stats.backwards++;
+    return rc;
+}
