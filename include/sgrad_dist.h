@@ -208,6 +208,27 @@ typedef struct {
 } sg_dist_table_stats;
 SG_API int sg_dist_table_stats_get(const sg_dist_table *t, sg_dist_table_stats *out);
 
+/* Checkpoints per shard. sg_dist_table_save: every rank writes its shard (and opt's state;
+ * opt may be NULL, else its one parameter must be the shard) with sg_checkpoint_save to
+ * its own file "<path>.<rank>-of-<P>" (atomically, as that function does), with the
+ * metadata sgrad_dist.rank, .ranks, .row_begin, .row_end, .rows, .dim and .save_id (one
+ * id per collective save, the same in every rank's file). Collective; SG_OK on every
+ * rank only when every rank's file was written (a failure leaves the others' new files:
+ * do not load that set). Errors: SG_ERR_NULL, SG_ERR_ARG (path too long, as
+ * sg_checkpoint_save), SG_ERR_IO, SG_ERR_NOMEM, the same on every rank.
+ * sg_dist_table_load: every rank reads "<path>.<rank>-of-<P>" into its shard (and opt,
+ * registered as at the save; as sg_checkpoint_load), so training resumes exactly: in
+ * deterministic mode N steps, a save, a load into fresh processes and M more steps give
+ * the parameters of N + M steps. Only the rank count of the save: a different one is
+ * refused (SG_ERR_STATE on every rank, naming the rank count the files were saved with
+ * when the directory shows it); re-partitioning is not built. Every rank's file and
+ * metadata (rank, ranks, rows, dim, row range, one save_id across ranks) are checked,
+ * and agreed, before any shard changes; a rank whose sg_checkpoint_load then fails
+ * after the others loaded (a corrupt file: SG_ERR_FORMAT, an optimizer that differs:
+ * SG_ERR_STATE) makes the call fail everywhere with the others' shards loaded. Collective. */
+SG_API int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt);
+SG_API int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,12 @@ for np in 2 4; do
         timeout 300 "${mpi[@]}" -np "$np" "$prog"
     done
 done
+# A sharded table's checkpoint resumed by a fresh job: 2 ranks train and save, then a
+# new job of 2 loads, trains on and compares with an uninterrupted run.
+ckdir=$(mktemp -d)
+trap 'rm -rf "$ckdir"' EXIT
+timeout 120 "${mpi[@]}" -np 2 "$build/tests/test_dist_table" save "$ckdir"
+timeout 120 "${mpi[@]}" -np 2 "$build/tests/test_dist_table" resume "$ckdir"
 # sgrad-bench dist at tiny sizes on 2 ranks: one JSON line per case with the fields it
 # promises; the sparse exchange chosen and sending fewer bytes than the dense one would;
 # a shard (and its state) taking about half the whole table's memory.

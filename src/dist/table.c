@@ -8,12 +8,18 @@
  * order, the counts per rank, the rows each requester asked this rank for) is kept until
  * the table's backward; the requested rows live on the tape, as the lookup's output does.
  * Rows travel as one MPI datatype of dim elements, so every count is a row count.
+ * Checkpoints: one sg_checkpoint_save file per rank, "<path>.<rank>-of-<P>"; a load is
+ * agreed on every rank's metadata before any shard changes.
  */
+#define _POSIX_C_SOURCE 200809L /* opendir: naming the rank count of another save */
 #include "dist/dist.h"
 
+#include <dirent.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { TB_SLOT, TB_SEND_IDX, TB_SEND_ROWS, TB_RECV_ROWS, TB_COUNT };
 
@@ -341,4 +347,115 @@ int sg_dist_table_backward(sg_dist_table *t)
     rc = sg_tensor_set_grad(t->shard, coo);
     if (!rc) t->stats.backwards++;
     return rc;
+}
+
+enum { META_RANK, META_RANKS, META_BEGIN, META_END, META_ROWS, META_DIM, META_ID, META_N };
+static const char *const meta_keys[META_N] = {"sgrad_dist.rank",    "sgrad_dist.ranks", "sgrad_dist.row_begin",
+                                              "sgrad_dist.row_end", "sgrad_dist.rows",  "sgrad_dist.dim",
+                                              "sgrad_dist.save_id"};
+static const char *const shard_name = "shard";
+
+/* "<path>.<rank>-of-<P>" into buf; SG_ERR_NULL / SG_ERR_ARG (too long) recorded. */
+static int shard_path(sg_dist_table *t, const char *fn, const char *path, char *buf, size_t n)
+{
+    if (!path) return TFAIL(t, SG_ERR_NULL, "%s: NULL path", fn);
+    int k = snprintf(buf, n, "%s.%d-of-%d", path, t->rank, t->size);
+    if (k < 0 || (size_t)k >= n) return TFAIL(t, SG_ERR_ARG, "%s: path too long", fn);
+    return SG_OK;
+}
+
+int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt)
+{
+    if (!t) return SG_ERR_NULL;
+    const char *fn = "sg_dist_table_save";
+    uint64_t id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(MPI_Wtime() * 1e6);
+    TMPI(t, "MPI_Bcast (save id)", MPI_Bcast(&id, 1, MPI_UINT64_T, 0, t->comm));
+    char file[4096], vals[META_N][32];
+    int st = shard_path(t, fn, path, file, sizeof file);
+    if (!st) {
+        long long v[META_N] = {t->rank, t->size, (long long)t->begin, (long long)t->end, (long long)t->rows,
+                               (long long)t->dim, 0};
+        for (int k = 0; k < META_ID; k++) snprintf(vals[k], sizeof vals[k], "%lld", v[k]);
+        snprintf(vals[META_ID], sizeof vals[META_ID], "%llu", (unsigned long long)id);
+        const char *vp[META_N];
+        for (int k = 0; k < META_N; k++) vp[k] = vals[k];
+        sg_checkpoint_meta meta = {META_N, meta_keys, vp};
+        st = sg_checkpoint_save(t->ctx, file, &t->shard, 1, &shard_name, opt, &meta);
+    }
+    return sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to write its shard");
+}
+
+/* The rank count of another save of path (a file "<base>.0-of-<Q>" beside it), or 0. */
+static int other_save_ranks(const char *path, int not_this)
+{
+    char dir[4096] = ".";
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t bl = strlen(base);
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        int q = 0;
+        char tail;
+        if (!strncmp(e->d_name, base, bl) && sscanf(e->d_name + bl, ".0-of-%d%c", &q, &tail) == 1 && q > 0 &&
+            q != not_this)
+            found = q;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Reads and checks this rank's file's metadata against the table. */
+static int check_shard_file(sg_dist_table *t, const char *fn, const char *path, const char *file, uint64_t *id)
+{
+    sg_checkpoint_meta meta = {0};
+    int st = sg_checkpoint_read_meta(t->ctx, file, &meta);
+    if (st == SG_ERR_IO) {
+        int q = other_save_ranks(path, t->size);
+        if (q)
+            return TFAIL(t, SG_ERR_STATE,
+                         "%s: %s was saved by %d ranks, this job has %d: a load needs the rank count of the "
+                         "save (re-partitioning is not supported)", fn, path, q, t->size);
+        return TFAIL(t, SG_ERR_IO, "%s: rank %d cannot read its shard file %s", fn, t->rank, file);
+    }
+    if (st) return st;
+    long long want[META_ID] = {t->rank, t->size, (long long)t->begin, (long long)t->end, (long long)t->rows,
+                               (long long)t->dim};
+    for (int k = 0; k < META_N && !st; k++) {
+        const char *v = sg_checkpoint_meta_get(&meta, meta_keys[k]);
+        char *end = NULL;
+        unsigned long long u = v ? strtoull(v, &end, 10) : 0;
+        if (!v || !*v || *end)
+            st = TFAIL(t, SG_ERR_FORMAT, "%s: %s has no valid %s (not a shard of sg_dist_table_save)", fn, file,
+                       meta_keys[k]);
+        else if (k == META_ID)
+            *id = u;
+        else if ((long long)u != want[k])
+            st = TFAIL(t, SG_ERR_STATE, "%s: %s holds %s %s, this table %lld (another table or rank count)", fn,
+                       file, meta_keys[k], v, want[k]);
+    }
+    sg_checkpoint_meta_free(t->ctx, &meta);
+    return st;
+}
+
+int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt)
+{
+    if (!t) return SG_ERR_NULL;
+    const char *fn = "sg_dist_table_load";
+    char file[4096];
+    uint64_t id = 0, lo = 0, hi = 0;
+    int st = shard_path(t, fn, path, file, sizeof file);
+    if (!st) st = check_shard_file(t, fn, path, file, &id);
+    int rc = sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to check its shard file");
+    if (rc) return rc;
+    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&id, &lo, 1, MPI_UINT64_T, MPI_MIN, t->comm));
+    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&id, &hi, 1, MPI_UINT64_T, MPI_MAX, t->comm));
+    if (lo != hi)
+        return TFAIL(t, SG_ERR_STATE, "%s: the shard files of %s come from different saves (save_id differs)", fn,
+                     path);
+    st = sg_checkpoint_load(t->ctx, file, &t->shard, 1, &shard_name, opt, NULL);
+    return sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to load its shard (the other ranks' shards were loaded)");
 }

@@ -7,7 +7,11 @@
  * weight decay). Memory: a shard and its optimizer state take about R/P rows, measured
  * with sg_ctx_mem_stats against the unsharded table's. Bad input (an index out of range
  * on one rank, a rank with another dim) is an error on every rank, and the next call works.
+ * Checkpoints: N steps, a save, a load into a fresh context (or, with `save DIR` and
+ * `resume DIR`, a fresh job, as tests/test_dist.sh runs it) and M more steps equal N + M
+ * steps bit for bit; a load with another rank count is refused on every rank.
  */
+#define _POSIX_C_SOURCE 200809L /* testutil's scratch paths */
 #include "sgrad_dist.h"
 #include "testutil.h"
 
@@ -239,11 +243,167 @@ TEST(bad_input_is_an_error_on_every_rank)
     sg_ctx_free(ctx);
 }
 
+
+/* Steps [t0, t1) of the sharded training above (SGD, momentum and weight decay). */
+static void train_steps(sg_ctx *ctx, sg_dist_table *tab, sg_optim *opt, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        int64_t n = batch_size(t, R);
+        sg_tensor *idx = sg_tensor_new_tmp(ctx, SG_I64, 1, (int64_t[]){n});
+        for (int64_t i = 0; i < n; i++) ((int64_t *)sg_tensor_data(idx))[i] = batch_row(t, R, i);
+        sg_tensor *out = sg_dist_table_lookup(tab, idx);
+        CHECK_STATUS(ctx, out ? loss_backward(ctx, out, t, 1, R) : sg_ctx_status(ctx), SG_OK);
+        CHECK_STATUS(ctx, sg_dist_table_backward(tab), SG_OK);
+        CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+        sg_tape_reset(ctx);
+    }
+}
+
+typedef struct {
+    sg_ctx *ctx;
+    sg_dist *d;
+    sg_dist_table *tab;
+    sg_optim *opt;
+} sharded;
+
+static sharded sharded_new(MPI_Comm comm, int64_t dim)
+{
+    sharded s = {sg_ctx_new(NULL), NULL, NULL, NULL};
+    s.d = sg_dist_new(s.ctx, comm, NULL);
+    s.tab = sg_dist_table_new(s.d, SG_F32, ROWS, dim);
+    s.opt = make_opt(s.ctx, OPT_SGD);
+    if (!s.tab) return s;
+    int64_t b, e;
+    sg_dist_table_range(s.tab, sg_dist_rank(s.d), &b, &e);
+    sg_tensor *shard = sg_dist_table_shard(s.tab);
+    for (int64_t r = b; r < e; r++)
+        for (int j = 0; j < dim; j++) sg_tensor_f32(shard)[(r - b) * dim + j] = init_value(r, j);
+    sg_optim_add_param(s.opt, shard);
+    return s;
+}
+
+static void sharded_free(sharded *s)
+{
+    sg_dist_table_free(s->tab);
+    sg_dist_free(s->d);
+    sg_ctx_free(s->ctx);
+}
+
+static int same_shard(sharded *a, sharded *b)
+{
+    sg_optim_flush(a->opt);
+    sg_optim_flush(b->opt);
+    sg_tensor *x = sg_dist_table_shard(a->tab), *y = sg_dist_table_shard(b->tab);
+    return !memcmp(sg_tensor_data(x), sg_tensor_data(y), (size_t)sg_tensor_numel(x) * sizeof(float));
+}
+
+enum { N_STEPS = 9, M_STEPS = 8 };
+
+/* A path every rank shares (rank 0's scratch name). */
+static void shared_path(char *path, const char *name)
+{
+    if (R == 0) snprintf(path, 256, "%s", tu_tmp_path(name));
+    MPI_Bcast(path, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+static void remove_shard(const char *path, int rank, int ranks)
+{
+    char f[300];
+    snprintf(f, sizeof f, "%s.%d-of-%d", path, rank, ranks);
+    remove(f);
+}
+
+TEST(checkpoint_per_shard_resumes_exactly)
+{
+    char path[256];
+    shared_path(path, "dtab");
+    sharded a = sharded_new(MPI_COMM_WORLD, DIM);
+    train_steps(a.ctx, a.tab, a.opt, 0, N_STEPS);
+    CHECK_STATUS(a.ctx, sg_dist_table_save(a.tab, path, a.opt), SG_OK);
+    char mine[300];
+    snprintf(mine, sizeof mine, "%s.%d-of-%d", path, R, P);
+    sg_checkpoint_meta meta = {0};
+    CHECK_STATUS(a.ctx, sg_checkpoint_read_meta(a.ctx, mine, &meta), SG_OK);
+    int64_t b, e;
+    sg_dist_table_range(a.tab, R, &b, &e);
+    const char *rb = sg_checkpoint_meta_get(&meta, "sgrad_dist.row_begin");
+    CHECK(rb && atoll(rb) == b);
+    sg_checkpoint_meta_free(a.ctx, &meta);
+    train_steps(a.ctx, a.tab, a.opt, N_STEPS, N_STEPS + M_STEPS);
+
+    sharded r = sharded_new(MPI_COMM_WORLD, DIM);
+    CHECK_STATUS(r.ctx, sg_dist_table_load(r.tab, path, r.opt), SG_OK);
+    CHECK(sg_optim_steps(r.opt) == N_STEPS);
+    train_steps(r.ctx, r.tab, r.opt, N_STEPS, N_STEPS + M_STEPS);
+    CHECK(same_shard(&a, &r));
+
+    /* a table of another dim: refused everywhere, the shard untouched */
+    sharded w = sharded_new(MPI_COMM_WORLD, DIM + 1);
+    CHECK_STATUS(w.ctx, sg_dist_table_load(w.tab, path, w.opt), SG_ERR_STATE);
+    CHECK(sg_tensor_f32(sg_dist_table_shard(w.tab))[0] == init_value(b, 0) && sg_optim_steps(w.opt) == 0);
+    sharded_free(&w);
+
+    /* saved by a sub-communicator of ceil(P / 2) ranks, loaded by all P: refused on every rank */
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, R % 2 == 0 ? 0 : MPI_UNDEFINED, R, &half);
+    char hpath[256];
+    shared_path(hpath, "dtab_half");
+    int Q = (P + 1) / 2;
+    if (half != MPI_COMM_NULL) {
+        sharded h = sharded_new(half, DIM);
+        CHECK_STATUS(h.ctx, sg_dist_table_save(h.tab, hpath, h.opt), SG_OK);
+        sharded_free(&h);
+        MPI_Comm_free(&half);
+    }
+    sharded f = sharded_new(MPI_COMM_WORLD, DIM);
+    CHECK_STATUS(f.ctx, sg_dist_table_load(f.tab, hpath, f.opt), SG_ERR_STATE);
+    char want[64];
+    snprintf(want, sizeof want, "saved by %d ranks", Q);
+    CHECK(strstr(sg_ctx_message(f.ctx), want) != NULL);
+    sharded_free(&f);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (R % 2 == 0) remove_shard(hpath, R / 2, Q);
+    remove_shard(path, R, P);
+    sharded_free(&a);
+    sharded_free(&r);
+}
+
+/* `save DIR`: N steps and a save; `resume DIR`: a load, M steps, and the comparison with
+ * N + M steps in this job (so the load runs in processes that never trained). */
+static int save_or_resume(const char *mode, const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/table", dir);
+    sharded a = sharded_new(MPI_COMM_WORLD, DIM);
+    int ok = 1;
+    if (!strcmp(mode, "save")) {
+        train_steps(a.ctx, a.tab, a.opt, 0, N_STEPS);
+        ok = sg_dist_table_save(a.tab, path, a.opt) == SG_OK;
+    } else {
+        ok = sg_dist_table_load(a.tab, path, a.opt) == SG_OK;
+        if (!ok) fprintf(stderr, "rank %d: %s\n", R, sg_ctx_message(a.ctx));
+        train_steps(a.ctx, a.tab, a.opt, N_STEPS, N_STEPS + M_STEPS);
+        sharded s = sharded_new(MPI_COMM_WORLD, DIM);
+        train_steps(s.ctx, s.tab, s.opt, 0, N_STEPS + M_STEPS);
+        ok = ok && same_shard(&a, &s) && !tu_failures;
+        if (!ok) fprintf(stderr, "rank %d: the resumed shard differs from %d steps without a stop\n", R,
+                         N_STEPS + M_STEPS);
+        sharded_free(&s);
+    }
+    sharded_free(&a);
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (R == 0) printf("test_dist_table %s: %s\n", mode, all ? "ok" : "FAILED");
+    MPI_Finalize();
+    return all ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &R);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
+    if (argc > 2) return save_or_resume(argv[1], argv[2]);
     int failed = 0, passed = 0;
     for (int i = 0; i < tu_n_tests; i++) {
         tu_failures = 0;
