@@ -59,6 +59,18 @@ assert 0 < t["bytes_backward_rank0"] < 100 * 8 * 4, t
 PY
     echo "test_dist: sgrad-bench --quick dist ran on 2 ranks"
 fi
+# The cost model's probe: one line per message size, times positive and ordered as sizes.
+if [ -x "$build/sgrad-mpi-probe" ]; then
+    out=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-mpi-probe" --quick)
+    python3 - "$out" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]
+assert [o["bytes"] for o in lines] == [8, 64, 512, 4096, 1 << 20], lines
+assert all(0 < o["one_way_us_min"] <= o["one_way_us"] <= o["one_way_us_max"] for o in lines), lines
+assert lines[-1]["one_way_us"] > lines[0]["one_way_us"], lines
+PY
+    echo "test_dist: sgrad-mpi-probe --quick ran on 2 ranks"
+fi
 status=0
 start=$(date +%s)
 timeout 60 "${mpi[@]}" -np 3 "$bin" die >/dev/null 2>&1 || status=$?
