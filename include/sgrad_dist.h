@@ -219,13 +219,18 @@ SG_API int sg_dist_table_stats_get(const sg_dist_table *t, sg_dist_table_stats *
  * sg_dist_table_load: every rank reads "<path>.<rank>-of-<P>" into its shard (and opt,
  * registered as at the save; as sg_checkpoint_load), so training resumes exactly: in
  * deterministic mode N steps, a save, a load into fresh processes and M more steps give
- * the parameters of N + M steps. Only the rank count of the save: a different one is
- * refused (SG_ERR_STATE on every rank, naming the rank count the files were saved with
- * when the directory shows it); re-partitioning is not built. Every rank's file and
- * metadata (rank, ranks, rows, dim, row range, one save_id across ranks) are checked,
- * and agreed, before any shard changes; a rank whose sg_checkpoint_load then fails
- * after the others loaded (a corrupt file: SG_ERR_FORMAT, an optimizer that differs:
- * SG_ERR_STATE) makes the call fail everywhere with the others' shards loaded. Collective. */
+ * the parameters of N + M steps. Another rank count Q (found as "<path>.0-of-<Q>" beside
+ * path when this rank's file is missing): with opt NULL the values are re-partitioned,
+ * each rank reading the old shards that overlap its rows (holding them at once while it
+ * copies: up to R/Q + 1 rows more); the optimizer state, whose per-row bookkeeping is not
+ * split, is then not loaded (start a fresh optimizer). With opt, another rank count is
+ * refused: SG_ERR_STATE on every rank, naming Q. Every file read is checked first (rank,
+ * ranks, rows, dim, row range, one save_id across all), and agreed, before any shard
+ * changes; a rank whose sg_checkpoint_load then fails after the others loaded (a tensor
+ * or an optimizer that differs: SG_ERR_DTYPE, SG_ERR_STATE) makes the call fail
+ * everywhere with the others' shards loaded. As sg_checkpoint_load, a load restores the
+ * context's random generator from the (last) file it reads. Collective. Errors: those of
+ * sg_checkpoint_load, SG_ERR_IO (no file for this rank and no other save beside it). */
 SG_API int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt);
 SG_API int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt);
 

@@ -9,7 +9,8 @@
  * the table's backward; the requested rows live on the tape, as the lookup's output does.
  * Rows travel as one MPI datatype of dim elements, so every count is a row count.
  * Checkpoints: one sg_checkpoint_save file per rank, "<path>.<rank>-of-<P>"; a load is
- * agreed on every rank's metadata before any shard changes.
+ * agreed on every rank's metadata before any shard changes; a load by another rank count
+ * (values only) reads the old shards that overlap this rank's rows.
  */
 #define _POSIX_C_SOURCE 200809L /* opendir: naming the rank count of another save */
 #include "dist/dist.h"
@@ -408,36 +409,98 @@ static int other_save_ranks(const char *path, int not_this)
     return found;
 }
 
-/* Reads and checks this rank's file's metadata against the table. */
-static int check_shard_file(sg_dist_table *t, const char *fn, const char *path, const char *file, uint64_t *id)
+/* Checks the metadata of `file`, the shard of rank k of Q ranks, against the table;
+ * *id gets its save id. SG_ERR_IO when the file cannot be read. */
+static int check_shard_file(sg_dist_table *t, const char *fn, const char *file, int k, int Q, uint64_t *id)
 {
     sg_checkpoint_meta meta = {0};
     int st = sg_checkpoint_read_meta(t->ctx, file, &meta);
-    if (st == SG_ERR_IO) {
-        int q = other_save_ranks(path, t->size);
-        if (q)
-            return TFAIL(t, SG_ERR_STATE,
-                         "%s: %s was saved by %d ranks, this job has %d: a load needs the rank count of the "
-                         "save (re-partitioning is not supported)", fn, path, q, t->size);
-        return TFAIL(t, SG_ERR_IO, "%s: rank %d cannot read its shard file %s", fn, t->rank, file);
-    }
     if (st) return st;
-    long long want[META_ID] = {t->rank, t->size, (long long)t->begin, (long long)t->end, (long long)t->rows,
-                               (long long)t->dim};
-    for (int k = 0; k < META_N && !st; k++) {
-        const char *v = sg_checkpoint_meta_get(&meta, meta_keys[k]);
+    long long want[META_ID] = {k, Q, (long long)range_begin(t->rows, Q, k), (long long)range_begin(t->rows, Q, k + 1),
+                               (long long)t->rows, (long long)t->dim};
+    for (int j = 0; j < META_N && !st; j++) {
+        const char *v = sg_checkpoint_meta_get(&meta, meta_keys[j]);
         char *end = NULL;
         unsigned long long u = v ? strtoull(v, &end, 10) : 0;
         if (!v || !*v || *end)
             st = TFAIL(t, SG_ERR_FORMAT, "%s: %s has no valid %s (not a shard of sg_dist_table_save)", fn, file,
-                       meta_keys[k]);
-        else if (k == META_ID)
+                       meta_keys[j]);
+        else if (j == META_ID)
             *id = u;
-        else if ((long long)u != want[k])
-            st = TFAIL(t, SG_ERR_STATE, "%s: %s holds %s %s, this table %lld (another table or rank count)", fn,
-                       file, meta_keys[k], v, want[k]);
+        else if ((long long)u != want[j])
+            st = TFAIL(t, SG_ERR_STATE, "%s: %s holds %s %s, this table %lld (another table)", fn, file,
+                       meta_keys[j], v, want[j]);
     }
     sg_checkpoint_meta_free(t->ctx, &meta);
+    return st;
+}
+
+/* The old shards [k0, k1) of a save by Q ranks that overlap this rank's rows. */
+static void overlapping(const sg_dist_table *t, int Q, int *k0, int *k1)
+{
+    *k0 = owner_of(&(sg_dist_table){.rows = t->rows, .size = Q}, t->begin);
+    *k1 = t->end > t->begin ? owner_of(&(sg_dist_table){.rows = t->rows, .size = Q}, t->end - 1) + 1 : *k0;
+}
+
+/* Phase 1 of a load: which files this rank reads (Q = the save's rank count; Q != P only
+ * without an optimizer), their metadata checked, and their common save id. */
+static int plan_load(sg_dist_table *t, const char *fn, const char *path, sg_optim *opt, int *Q_out, uint64_t *id)
+{
+    char file[4096];
+    int st = shard_path(t, fn, path, file, sizeof file);
+    if (st) return st;
+    st = check_shard_file(t, fn, file, t->rank, t->size, id);
+    *Q_out = t->size;
+    if (st != SG_ERR_IO) return st;
+    int Q = other_save_ranks(path, t->size);
+    if (!Q) return TFAIL(t, SG_ERR_IO, "%s: rank %d cannot read its shard file %s", fn, t->rank, file);
+    if (opt)
+        return TFAIL(t, SG_ERR_STATE,
+                     "%s: %s was saved by %d ranks, this job has %d: a load with an optimizer needs the rank "
+                     "count of the save (without one, the values are re-partitioned)", fn, path, Q, t->size);
+    sg_ctx_clear_error(t->ctx);
+    int k0, k1;
+    overlapping(t, Q, &k0, &k1);
+    *Q_out = Q;
+    for (int k = k0; k < k1; k++) {
+        uint64_t idk = 0;
+        snprintf(file, sizeof file, "%s.%d-of-%d", path, k, Q);
+        st = check_shard_file(t, fn, file, k, Q, &idk);
+        if (st == SG_ERR_IO) st = TFAIL(t, SG_ERR_IO, "%s: rank %d cannot read %s", fn, t->rank, file);
+        if (st) return st;
+        if (k > k0 && idk != *id)
+            return TFAIL(t, SG_ERR_STATE, "%s: the shard files of %s come from different saves", fn, path);
+        *id = idk;
+    }
+    return SG_OK;
+}
+
+/* Phase 2 without the save's rank count: every overlapping old shard read whole, then
+ * its rows copied into this shard (nothing is written until all were read). */
+static int load_repartitioned(sg_dist_table *t, const char *path, int Q)
+{
+    int k0, k1, st = SG_OK;
+    overlapping(t, Q, &k0, &k1);
+    sg_tensor *old[64] = {0};
+    if (k1 - k0 > 64)
+        return TFAIL(t, SG_ERR_ARG, "sg_dist_table_load: rank %d would read %d shards (at most 64)", t->rank,
+                     k1 - k0);
+    for (int k = k0; k < k1 && !st; k++) {
+        char file[4096];
+        snprintf(file, sizeof file, "%s.%d-of-%d", path, k, Q);
+        int64_t b = range_begin(t->rows, Q, k), e = range_begin(t->rows, Q, k + 1);
+        sg_tensor *o = old[k - k0] = sg_tensor_new(t->ctx, t->dtype, 2, (int64_t[]){e - b, t->dim});
+        st = o ? sg_checkpoint_load(t->ctx, file, &o, 1, &shard_name, NULL, NULL) : sg_ctx_status(t->ctx);
+    }
+    size_t rowb = (size_t)t->dim * sg_dtype_size(t->dtype);
+    for (int k = k0; k < k1; k++) {
+        int64_t b = range_begin(t->rows, Q, k), e = range_begin(t->rows, Q, k + 1);
+        int64_t lo = b > t->begin ? b : t->begin, hi = e < t->end ? e : t->end;
+        if (!st && hi > lo)
+            memcpy((unsigned char *)sg_tensor_data(t->shard) + (size_t)(lo - t->begin) * rowb,
+                   (unsigned char *)sg_tensor_data(old[k - k0]) + (size_t)(lo - b) * rowb, (size_t)(hi - lo) * rowb);
+        sg_tensor_free(old[k - k0]);
+    }
     return st;
 }
 
@@ -445,17 +508,24 @@ int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt)
 {
     if (!t) return SG_ERR_NULL;
     const char *fn = "sg_dist_table_load";
-    char file[4096];
     uint64_t id = 0, lo = 0, hi = 0;
-    int st = shard_path(t, fn, path, file, sizeof file);
-    if (!st) st = check_shard_file(t, fn, path, file, &id);
-    int rc = sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to check its shard file");
+    int Q = 0;
+    int st = plan_load(t, fn, path, opt, &Q, &id);
+    int rc = sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to check its shard files");
     if (rc) return rc;
-    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&id, &lo, 1, MPI_UINT64_T, MPI_MIN, t->comm));
-    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&id, &hi, 1, MPI_UINT64_T, MPI_MAX, t->comm));
+    /* one save id across ranks (a rank with no rows reads no file and has none) */
+    uint64_t mn = t->end > t->begin ? id : UINT64_MAX, mx = t->end > t->begin ? id : 0;
+    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&mn, &lo, 1, MPI_UINT64_T, MPI_MIN, t->comm));
+    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&mx, &hi, 1, MPI_UINT64_T, MPI_MAX, t->comm));
     if (lo != hi)
         return TFAIL(t, SG_ERR_STATE, "%s: the shard files of %s come from different saves (save_id differs)", fn,
                      path);
-    st = sg_checkpoint_load(t->ctx, file, &t->shard, 1, &shard_name, opt, NULL);
+    if (Q == t->size) {
+        char file[4096];
+        shard_path(t, fn, path, file, sizeof file);
+        st = sg_checkpoint_load(t->ctx, file, &t->shard, 1, &shard_name, opt, NULL);
+    } else {
+        st = load_repartitioned(t, path, Q);
+    }
     return sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to load its shard (the other ranks' shards were loaded)");
 }

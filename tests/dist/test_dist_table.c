@@ -9,7 +9,8 @@
  * on one rank, a rank with another dim) is an error on every rank, and the next call works.
  * Checkpoints: N steps, a save, a load into a fresh context (or, with `save DIR` and
  * `resume DIR`, a fresh job, as tests/test_dist.sh runs it) and M more steps equal N + M
- * steps bit for bit; a load with another rank count is refused on every rank.
+ * steps bit for bit; a load with another rank count is refused on every rank with an
+ * optimizer, and re-partitions the values without one.
  */
 #define _POSIX_C_SOURCE 200809L /* testutil's scratch paths */
 #include "sgrad_dist.h"
@@ -343,7 +344,8 @@ TEST(checkpoint_per_shard_resumes_exactly)
     CHECK(sg_tensor_f32(sg_dist_table_shard(w.tab))[0] == init_value(b, 0) && sg_optim_steps(w.opt) == 0);
     sharded_free(&w);
 
-    /* saved by a sub-communicator of ceil(P / 2) ranks, loaded by all P: refused on every rank */
+    /* saved by a sub-communicator of ceil(P / 2) ranks, loaded by all P: with an optimizer
+     * refused on every rank (nothing changed), without one re-partitioned */
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, R % 2 == 0 ? 0 : MPI_UNDEFINED, R, &half);
     char hpath[256];
@@ -351,6 +353,11 @@ TEST(checkpoint_per_shard_resumes_exactly)
     int Q = (P + 1) / 2;
     if (half != MPI_COMM_NULL) {
         sharded h = sharded_new(half, DIM);
+        int64_t hb, he;
+        sg_dist_table_range(h.tab, sg_dist_rank(h.d), &hb, &he);
+        for (int64_t row = hb; row < he; row++)
+            for (int j = 0; j < DIM; j++)
+                sg_tensor_f32(sg_dist_table_shard(h.tab))[(row - hb) * DIM + j] = init_value(row + 1000, j);
         CHECK_STATUS(h.ctx, sg_dist_table_save(h.tab, hpath, h.opt), SG_OK);
         sharded_free(&h);
         MPI_Comm_free(&half);
@@ -360,8 +367,43 @@ TEST(checkpoint_per_shard_resumes_exactly)
     char want[64];
     snprintf(want, sizeof want, "saved by %d ranks", Q);
     CHECK(strstr(sg_ctx_message(f.ctx), want) != NULL);
+    CHECK(sg_tensor_f32(sg_dist_table_shard(f.tab))[0] == init_value(b, 0));
+    sg_ctx_clear_error(f.ctx);
+    /* without an optimizer the values are re-partitioned: every row is the saved one */
+    CHECK_STATUS(f.ctx, sg_dist_table_load(f.tab, hpath, NULL), SG_OK);
+    int rows_ok = 1;
+    for (int64_t row = b; row < e; row++)
+        for (int j = 0; j < DIM; j++)
+            rows_ok &= sg_tensor_f32(sg_dist_table_shard(f.tab))[(row - b) * DIM + j] == init_value(row + 1000, j);
+    CHECK(rows_ok);
     sharded_free(&f);
+
+    /* saved by all P ranks, loaded without an optimizer by the ceil(P / 2) even ranks: each
+     * reads the two (or one) old shards its rows span */
+    char wpath[256];
+    shared_path(wpath, "dtab_whole");
+    sharded w2 = sharded_new(MPI_COMM_WORLD, DIM);
+    for (int64_t row = b; row < e; row++)
+        for (int j = 0; j < DIM; j++)
+            sg_tensor_f32(sg_dist_table_shard(w2.tab))[(row - b) * DIM + j] = init_value(row + 2000, j);
+    CHECK_STATUS(w2.ctx, sg_dist_table_save(w2.tab, wpath, w2.opt), SG_OK);
+    sharded_free(&w2);
+    MPI_Comm_split(MPI_COMM_WORLD, R % 2 == 0 ? 0 : MPI_UNDEFINED, R, &half);
+    if (half != MPI_COMM_NULL) {
+        sharded h = sharded_new(half, DIM);
+        CHECK_STATUS(h.ctx, sg_dist_table_load(h.tab, wpath, NULL), SG_OK);
+        int64_t hb, he;
+        sg_dist_table_range(h.tab, sg_dist_rank(h.d), &hb, &he);
+        int whole_ok = 1;
+        for (int64_t row = hb; row < he; row++)
+            for (int j = 0; j < DIM; j++)
+                whole_ok &= sg_tensor_f32(sg_dist_table_shard(h.tab))[(row - hb) * DIM + j] == init_value(row + 2000, j);
+        CHECK(whole_ok);
+        sharded_free(&h);
+        MPI_Comm_free(&half);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
+    remove_shard(wpath, R, P);
     if (R % 2 == 0) remove_shard(hpath, R / 2, Q);
     remove_shard(path, R, P);
     sharded_free(&a);
