@@ -156,8 +156,8 @@ SG_API int sg_dist_param_stats_get(const sg_dist *d, int64_t i, sg_dist_param_st
  * dim values again in the backward; duplicates are not merged (merging the backward's
  * would change the order of the sums).
  *
- * Errors are agreed before data moves, so a rank's bad input is an error on every rank
- * (the others' message names the rank), never a hang. */
+ * Errors are agreed before data moves, so a rank's bad input is an error on every rank,
+ * never a hang. */
 
 typedef struct sg_dist_table sg_dist_table;
 
@@ -165,8 +165,8 @@ typedef struct sg_dist_table sg_dist_table;
  * at zeros (fill it: sg_dist_table_range gives the global rows it holds). Collective; every
  * rank must give the same dtype, rows and dim. NULL on error, the same on every rank:
  * SG_ERR_NULL, SG_ERR_ARG (rows < 1, dim < 1, rows x dim or dim over INT_MAX elements),
- * SG_ERR_DTYPE, SG_ERR_SHAPE (the ranks disagree on rows or dim; the message names the
- * ranks), SG_ERR_NOMEM, SG_ERR_IO (MPI failed). */
+ * SG_ERR_DTYPE, SG_ERR_SHAPE (the ranks disagree on rows or dim; the message gives the
+ * range of each over the ranks), SG_ERR_NOMEM, SG_ERR_IO (MPI failed). */
 SG_API sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64_t dim);
 /* Frees the table and its shard (not collective; the shard is first unregistered from its
  * optimizer, as sg_tensor_free does). Before sg_dist_free of its handle. NULL: no-op. */

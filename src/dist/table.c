@@ -89,30 +89,24 @@ sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64
     else if (rows < 1 || dim < 1 || dim > INT_MAX || rows > INT64_MAX / dim)
         st = sg__dist_fail(ctx, SG_ERR_ARG, "%s: rows %lld and dim %lld must be >= 1 (dim <= INT_MAX)", fn,
                            (long long)rows, (long long)dim);
-    int64_t mine[4] = {dtype, rows, dim, st};
-    int64_t *all = malloc((size_t)P * sizeof mine);
-    if (!all) {
-        sg_ctx_set_error(ctx, SG_ERR_NOMEM, "sg_dist_table_new: out of memory");
-        return NULL; /* before any collective: the caller must stop (as MPI itself failing) */
-    }
-    int err = MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, comm);
+    /* one MPI_MAX over (x, -x) pairs gives every rank the largest and smallest of each
+     * argument and the worst status, without a per-rank buffer */
+    int64_t mine[7] = {dtype, rows, dim, -(int64_t)dtype, -rows, -dim, st}, top[7];
+    int err = MPI_Allreduce(mine, top, 7, MPI_INT64_T, MPI_MAX, comm);
     if (err != MPI_SUCCESS) {
-        free(all);
-        sg__dist_mpi_failed(ctx, rank, err, "MPI_Allgather (table shape)");
+        sg__dist_mpi_failed(ctx, rank, err, "MPI_Allreduce (table shape)");
         return NULL;
     }
-    for (int r = 0; r < P && !st; r++) {
-        const int64_t *o = all + 4 * r;
-        if (o[3]) st = sg__dist_fail(ctx, (int)o[3], "%s: rank %d refused its arguments (%s)", fn, r,
-                                     sg_status_string((int)o[3]));
-        else if (o[0] != all[0])
-            st = sg__dist_fail(ctx, SG_ERR_DTYPE, "%s: ranks disagree on the dtype (rank 0 and rank %d)", fn, r);
-        else if (o[1] != all[1] || o[2] != all[2])
-            st = sg__dist_fail(ctx, SG_ERR_SHAPE,
-                               "%s: ranks disagree on the table: (%lld, %lld) on rank 0, (%lld, %lld) on rank %d",
-                               fn, (long long)all[1], (long long)all[2], (long long)o[1], (long long)o[2], r);
-    }
-    free(all);
+    if (!st && top[6])
+        st = sg__dist_fail(ctx, (int)top[6], "%s: another rank refused its arguments (%s)", fn,
+                           sg_status_string((int)top[6]));
+    else if (!st && top[0] != -top[3])
+        st = sg__dist_fail(ctx, SG_ERR_DTYPE, "%s: ranks disagree on the dtype", fn);
+    else if (!st && (top[1] != -top[4] || top[2] != -top[5]))
+        st = sg__dist_fail(ctx, SG_ERR_SHAPE,
+                           "%s: ranks disagree on the table: rows from %lld to %lld, dim from %lld to %lld "
+                           "(this rank: %lld x %lld)", fn, (long long)-top[4], (long long)top[1],
+                           (long long)-top[5], (long long)top[2], (long long)rows, (long long)dim);
     if (st) return NULL;
 
     sg_dist_table *t = calloc(1, sizeof *t);
