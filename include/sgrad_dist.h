@@ -133,6 +133,107 @@ SG_API int sg_dist_stats_get(const sg_dist *d, sg_dist_stats *out);
 /* Parameter i of the last reduce (i in [0, n_params)); SG_ERR_ARG out of range. */
 SG_API int sg_dist_param_stats_get(const sg_dist *d, int64_t i, sg_dist_param_stats *out);
 
+/* ---------------------------------------------------------------- sharded tables
+ * A (rows, dim) float table split across the ranks of an sg_dist handle by row range:
+ * rank r owns rows [floor(r R / P), floor((r + 1) R / P)) as its shard, a persistent
+ * (shard rows, dim) tensor that requires grad; no rank holds the rest of the table or its
+ * optimizer state. Range, not hash: the owner of a row is arithmetic (no table of owners),
+ * a shard is one contiguous tensor that an ordinary sgrad optimizer steps and a checkpoint
+ * stores as is. Its cost: ids sorted by frequency (word2vec's vocabulary) put the hot
+ * rows on the first ranks; permute such ids (a fixed bijection, e.g. a multiplicative
+ * hash mod R) before the lookup to spread them.
+ *
+ * A step: out = sg_dist_table_lookup(t, idx) (collective: every rank sends each index to
+ * its owner and gets the row back, MPI_Alltoallv); out is an ordinary tensor to build the
+ * loss on; sg_backward; sg_dist_table_backward(t) (collective: out's gradient rows go
+ * back to their owners); sg_optim_step of the optimizer the shard is registered with.
+ * The shard's gradient is a COO tensor of the rows received, in (requesting rank,
+ * position in its batch) order, so an optimizer that sums duplicate rows sums them in
+ * that order: the shards' parameters after any number of steps are bitwise those of one
+ * unsharded (R, dim) table trained on every rank's batch concatenated in rank order, with
+ * the same optimizer (the test checks SGD with momentum and weight decay, and Adagrad),
+ * for any thread count. Each index moves 8 bytes to its owner and dim values back, and
+ * dim values again in the backward; duplicates are not merged (merging the backward's
+ * would change the order of the sums).
+ *
+ * Errors are agreed before data moves, so a rank's bad input is an error on every rank,
+ * never a hang. */
+
+typedef struct sg_dist_table sg_dist_table;
+
+/* A table of rows x dim (dtype SG_F32 or SG_F64) over d's communicator; the shard starts
+ * at zeros (fill it: sg_dist_table_range gives the global rows it holds). Collective; every
+ * rank must give the same dtype, rows and dim. NULL on error, the same on every rank:
+ * SG_ERR_NULL, SG_ERR_ARG (rows < 1, dim < 1, rows x dim or dim over INT_MAX elements),
+ * SG_ERR_DTYPE, SG_ERR_SHAPE (the ranks disagree on rows or dim; the message gives the
+ * range of each over the ranks), SG_ERR_NOMEM, SG_ERR_IO (MPI failed). */
+SG_API sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64_t dim);
+/* Frees the table and its shard (not collective; the shard is first unregistered from its
+ * optimizer, as sg_tensor_free does). Before sg_dist_free of its handle. NULL: no-op. */
+SG_API void sg_dist_table_free(sg_dist_table *t);
+/* This rank's shard: (end - begin, dim), owned by the table; register it with an
+ * optimizer, fill it, checkpoint it (sg_dist_table_save). NULL for t NULL. */
+SG_API sg_tensor *sg_dist_table_shard(const sg_dist_table *t);
+/* The global rows [*begin, *end) that rank `rank` owns. SG_ERR_NULL, SG_ERR_ARG (rank
+ * outside [0, P)). */
+SG_API int sg_dist_table_range(const sg_dist_table *t, int rank, int64_t *begin, int64_t *end);
+
+/* Rows idx of the table: idx dense int32/int64, any shape of up to 3 dims, values in
+ * [0, rows) -> (idx's shape..., dim), a tape tensor (until sg_tape_reset) that requires
+ * grad (a leaf: the table's backward is sg_dist_table_backward). Collective; ranks may give
+ * different shapes (empty included). The rows are read as an op reads a parameter (exact
+ * lazy SGD's lagging rows are brought up to date first). sg_dist_table_backward applies to
+ * the latest lookup. NULL on error, on every rank: SG_ERR_NULL, SG_ERR_ARG (idx of
+ * another context, over 3 dims or INT_MAX entries), SG_ERR_LAYOUT, SG_ERR_DTYPE,
+ * SG_ERR_INDEX (an index outside [0, rows); the message names the rank and position),
+ * SG_ERR_NOMEM, SG_ERR_IO. */
+SG_API sg_tensor *sg_dist_table_lookup(sg_dist_table *t, sg_tensor *idx);
+/* Sends the gradient of the latest lookup's output (zeros where it has none) to the rows'
+ * owners and sets each shard's gradient (sg_tensor_set_grad) to the COO tensor of the rows
+ * it received (nnz 0 when none: the shard still takes its step, as an unsharded table
+ * would). Call after sg_backward and before sg_optim_step and sg_tape_reset, once per
+ * lookup. Collective. Errors, on every rank: SG_ERR_NULL, SG_ERR_STATE (no lookup since
+ * the last backward), SG_ERR_NOMEM, SG_ERR_IO (SG_ERR_NOMEM after the exchange leaves
+ * that rank's shard without its gradient). */
+SG_API int sg_dist_table_backward(sg_dist_table *t);
+
+/* Traffic of the latest lookup and backward, this rank; bytes are payload handed to MPI
+ * for other ranks (a rank's requests to itself do not count). */
+typedef struct {
+    int64_t lookups, backwards; /* calls that succeeded so far */
+    int64_t rows_requested;     /* indices this rank looked up */
+    int64_t rows_served;        /* rows this rank's shard served (every rank's requests) */
+    uint64_t bytes_lookup;      /* counts, indices sent, rows sent back */
+    uint64_t bytes_backward;    /* gradient rows sent */
+} sg_dist_table_stats;
+SG_API int sg_dist_table_stats_get(const sg_dist_table *t, sg_dist_table_stats *out);
+
+/* Checkpoints per shard. sg_dist_table_save: every rank writes its shard (and opt's state;
+ * opt may be NULL, else its one parameter must be the shard) with sg_checkpoint_save to
+ * its own file "<path>.<rank>-of-<P>" (atomically, as that function does), with the
+ * metadata sgrad_dist.rank, .ranks, .row_begin, .row_end, .rows, .dim and .save_id (one
+ * id per collective save, the same in every rank's file). Collective; SG_OK on every
+ * rank only when every rank's file was written (a failure leaves the others' new files:
+ * do not load that set). Errors: SG_ERR_NULL, SG_ERR_ARG (path too long, as
+ * sg_checkpoint_save), SG_ERR_IO, SG_ERR_NOMEM, the same on every rank.
+ * sg_dist_table_load: every rank reads "<path>.<rank>-of-<P>" into its shard (and opt,
+ * registered as at the save; as sg_checkpoint_load), so training resumes exactly: in
+ * deterministic mode N steps, a save, a load into fresh processes and M more steps give
+ * the parameters of N + M steps. Another rank count Q (found as "<path>.0-of-<Q>" beside
+ * path when this rank's file is missing): with opt NULL the values are re-partitioned,
+ * each rank reading the old shards that overlap its rows (holding them at once while it
+ * copies: up to R/Q + 1 rows more); the optimizer state, whose per-row bookkeeping is not
+ * split, is then not loaded (start a fresh optimizer). With opt, another rank count is
+ * refused: SG_ERR_STATE on every rank, naming Q. Every file read is checked first (rank,
+ * ranks, rows, dim, row range, one save_id across all), and agreed, before any shard
+ * changes; a rank whose sg_checkpoint_load then fails after the others loaded (a tensor
+ * or an optimizer that differs: SG_ERR_DTYPE, SG_ERR_STATE) makes the call fail
+ * everywhere with the others' shards loaded. As sg_checkpoint_load, a load restores the
+ * context's random generator from the (last) file it reads. Collective. Errors: those of
+ * sg_checkpoint_load, SG_ERR_IO (no file for this rank and no other save beside it). */
+SG_API int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt);
+SG_API int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# sg_dist under mpirun on loopback: tests/dist/test_dist.c with 2 ranks and with 4
-# (oversubscribed on a 2-core machine), then a job whose rank 1 exits at once must end
+# sg_dist under mpirun on loopback: tests/dist/test_dist.c (gradient exchange) and
+# tests/dist/test_dist_table.c (sharded tables) with 2 ranks and with 4 (oversubscribed
+# on a 2-core machine), then a job whose rank 1 exits at once must end
 # with a non-zero status within a timeout instead of hanging (Open MPI 4 ends the whole
 # job when a rank exits without MPI_Finalize; the survivors may also see an error first).
 # Skips (exit 77) when the build has no MPI module (SGRAD_MPI off: no libopenmpi-dev).
@@ -23,22 +24,52 @@ mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mec
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
 for np in 2 4; do
-    timeout 300 "${mpi[@]}" -np "$np" "$bin"
+    for prog in "$bin" "$build/tests/test_dist_table"; do
+        timeout 300 "${mpi[@]}" -np "$np" "$prog"
+    done
 done
-# sgrad-bench dist at tiny sizes on 2 ranks: one JSON line with the fields it promises,
-# and the sparse exchange chosen and sending fewer bytes than the dense one would.
+# A sharded table's checkpoint resumed by a fresh job: 2 ranks train and save, then a
+# new job of 2 loads, trains on and compares with an uninterrupted run.
+ckdir=$(mktemp -d)
+trap 'rm -rf "$ckdir"' EXIT
+timeout 120 "${mpi[@]}" -np 2 "$build/tests/test_dist_table" save "$ckdir"
+timeout 120 "${mpi[@]}" -np 2 "$build/tests/test_dist_table" resume "$ckdir"
+# sgrad-bench dist at tiny sizes on 2 ranks: one JSON line per case with the fields it
+# promises; the sparse exchange chosen and sending fewer bytes than the dense one would;
+# a shard (and its state) taking about half the whole table's memory.
 if [ -x "$build/sgrad-bench" ]; then
-    line=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-bench" --quick dist)
-    python3 - "$line" <<'PY'
+    out=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-bench" --quick dist)
+    python3 - "$out" <<'PY'
 import json, sys
-o = json.loads(sys.argv[1])
+lines = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]
+assert [o["case"] for o in lines] == ["embedding_step", "sharded_step"], lines
+o, t = lines
 for k in ("bench", "case", "params", "ms", "ref_ms", "ratio", "threads", "bytes_sent_rank0",
           "bytes_dense_alternative_rank0", "rule_sparse_bytes", "rule_dense_bytes", "choice"):
     assert k in o, f"no field {k}: {o}"
 assert o["bench"] == "dist" and o["params"]["ranks"] == 2 and o["ms"] > 0, o
 assert o["choice"] == "sparse" and 0 < o["bytes_sent_rank0"] < o["bytes_dense_alternative_rank0"], o
+for k in ("table_bytes_rank0", "table_bytes_max_rank", "table_bytes_unsharded", "bytes_lookup_rank0",
+          "bytes_backward_rank0", "rows_served_rank0"):
+    assert k in t, f"no field {k}: {t}"
+share = t["table_bytes_max_rank"] / t["table_bytes_unsharded"]
+assert t["ms"] > 0 and 0.45 < share < 0.55, (share, t)
+# rank 0 sends the gradient rows of the indices rank 1 owns: about half of B = 100, D = 8 f32
+assert 0 < t["bytes_backward_rank0"] < 100 * 8 * 4, t
 PY
     echo "test_dist: sgrad-bench --quick dist ran on 2 ranks"
+fi
+# The cost model's probe: one line per message size, times positive and ordered as sizes.
+if [ -x "$build/sgrad-mpi-probe" ]; then
+    out=$(timeout 120 "${mpi[@]}" -np 2 "$build/sgrad-mpi-probe" --quick)
+    python3 - "$out" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]
+assert [o["bytes"] for o in lines] == [8, 64, 512, 4096, 1 << 20], lines
+assert all(0 < o["one_way_us_min"] <= o["one_way_us"] <= o["one_way_us_max"] for o in lines), lines
+assert lines[-1]["one_way_us"] > lines[0]["one_way_us"], lines
+PY
+    echo "test_dist: sgrad-mpi-probe --quick ran on 2 ranks"
 fi
 status=0
 start=$(date +%s)

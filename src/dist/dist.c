@@ -12,7 +12,7 @@
  * Values are only ever summed here, in rank order; MPI reduces nothing but the status
  * (MPI_MAX) and the bitmap of rows touched (MPI_BOR), where order cannot matter.
  */
-#include "sgrad_dist.h"
+#include "dist/dist.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -61,28 +61,9 @@ typedef struct {
     int64_t off, count, item;
 } segment;
 
-static int failf(sg_dist *d, int status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static int failf(sg_dist *d, int status, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return sg_ctx_set_error(d->ctx, status, msg);
-}
-
-static int mpi_failed(sg_dist *d, int err, const char *what)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(err, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", err);
-    return failf(d, SG_ERR_IO, "sg_dist: %s failed on rank %d: %s", what, d->rank, s);
-}
+/* failf and mpi_failed: the layer's error helpers (dist.h) with this handle's context. */
+#define failf(d, ...) sg__dist_fail((d)->ctx, __VA_ARGS__)
+#define mpi_failed(d, err, what) sg__dist_mpi_failed((d)->ctx, (d)->rank, (err), (what))
 
 #define MPI_TRY(d, what, call)                                \
     do {                                                      \
@@ -90,21 +71,53 @@ static int mpi_failed(sg_dist *d, int err, const char *what)
         if (mpi_err_ != MPI_SUCCESS) return mpi_failed(d, mpi_err_, what); \
     } while (0)
 
-/* A scratch buffer of at least `bytes`, contents kept only until the next call. */
-static void *scratch(sg_dist *d, int slot, size_t bytes)
+int sg__dist_fail(sg_ctx *ctx, int status, const char *fmt, ...)
 {
-    sg_tensor *t = d->buf[slot];
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sg_ctx_set_error(ctx, status, msg);
+}
+
+int sg__dist_mpi_failed(sg_ctx *ctx, int rank, int err, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", err);
+    return sg__dist_fail(ctx, SG_ERR_IO, "sg_dist: %s failed on rank %d: %s", what, rank, s);
+}
+
+void *sg__dist_scratch(sg_ctx *ctx, sg_tensor **slot, size_t bytes)
+{
+    sg_tensor *t = *slot;
     size_t have = t ? (size_t)sg_tensor_numel(t) * 8 : 0;
     if (t && have >= bytes) return sg_tensor_data(t);
     size_t want = have + have / 2 > bytes ? have + have / 2 : bytes;
     int64_t words = (int64_t)((want + 7) / 8);
     if (words < 1) words = 1;
-    sg_tensor *n = sg_tensor_new(d->ctx, SG_I64, 1, &words);
+    sg_tensor *n = sg_tensor_new(ctx, SG_I64, 1, &words);
     if (!n) return NULL;
     sg_tensor_free(t);
-    d->buf[slot] = n;
+    *slot = n;
     return sg_tensor_data(n);
 }
+
+static void *scratch(sg_dist *d, int slot, size_t bytes) { return sg__dist_scratch(d->ctx, &d->buf[slot], bytes); }
+
+int sg__dist_agree(sg_ctx *ctx, MPI_Comm comm, int rank, int mine, const char *fn, const char *what)
+{
+    int worst = 0;
+    int err = MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm);
+    if (err != MPI_SUCCESS) return sg__dist_mpi_failed(ctx, rank, err, "MPI_Allreduce (status)");
+    if (!worst) return SG_OK;
+    if (mine) return mine;
+    return sg__dist_fail(ctx, worst, "%s: another rank failed %s (%s)", fn, what, sg_status_string(worst));
+}
+
+MPI_Comm sg__dist_comm(const sg_dist *d) { return d->comm; }
+sg_ctx *sg__dist_ctx(const sg_dist *d) { return d->ctx; }
 
 static MPI_Datatype mpi_type(sg_dtype t) { return t == SG_F64 ? MPI_DOUBLE : MPI_FLOAT; }
 
@@ -403,17 +416,6 @@ static sg_tensor *rows_from_dense(sg_dist *d, sg_tensor *param, plan_item *it, c
     return sg_coo_new_tmp(d->ctx, it->dtype, sg_tensor_ndim(param), sg_tensor_shape(param), 1, k, ip, vp);
 }
 
-/* Announces this rank's status in a collective every rank makes: returns SG_OK when every
- * rank is fine, else an error on every rank (this rank's own, or one naming the other). */
-static int agree(sg_dist *d, int mine, const char *what)
-{
-    int worst = 0;
-    MPI_TRY(d, "MPI_Allreduce (status)", MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, d->comm));
-    if (!worst) return SG_OK;
-    if (mine) return mine;
-    return failf(d, worst, "sg_dist_reduce_grads: another rank failed %s (%s)", what, sg_status_string(worst));
-}
-
 int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
 {
     if (!d) return SG_ERR_NULL;
@@ -540,7 +542,7 @@ int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
             for (int64_t e = 0; e < sg_coo_nnz(it->local); e++) b[li[e] >> 3] |= (unsigned char)(1u << (li[e] & 7));
         }
     }
-    rc = agree(d, st, "to allocate its buffers");
+    rc = sg__dist_agree(d->ctx, d->comm, d->rank, st, "sg_dist_reduce_grads", "to allocate its buffers");
     if (rc) return rc;
 
     /* 4. the exchanges, in an order every rank shares */
