@@ -5,7 +5,9 @@ optimizer).
     PYTHONPATH=python /usr/bin/python3 bench/python_vs_torch.py [--V 1000000 --D 64 --B 10000
                                                                  --steps 50 --threads 1]
 
-Step: e = embedding(W, idx) with idx (B) uniform in [0, V); loss = sum(e * e) / B; backward;
+Step: e = embedding(W, idx) with idx (B) uniform in [0, V); loss = sum(e * e) / B, written
+as sgrad.rowdot(e, e).sum() (one kernel, the loss of sgrad-bench's C train_step case, the
+same step in C) and as torch's idiom (e * e).sum(); backward;
 optimizer step (sgrad: tape_reset after it). Optimizers: SGD (lr 0.1) and LazyAdam
 against torch.optim.SparseAdam (lr 1e-3; torch with sparse=True gradients). Both tables
 start equal (uniform [-0.1, 0.1), float32); the index batches are drawn before timing.
