@@ -9,18 +9,18 @@
 # classifier given to print-word-vectors / nn, a vectors model given to test / predict):
 # a message, a non-zero exit, model.bin and model.vec unchanged. Skips (exit 77) without
 # the program or python3.
-# usage: tests/test_fasttext_vectors.sh BUILD_DIR
+# usage: tests/test_fasttext_vectors_cli.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build}
 ft=$build/sgrad-fasttext
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3 || true)
 if [ ! -x "$ft" ]; then
-    echo "SKIP test_fasttext_vectors: $ft is not built here (SGRAD_BUILD_TOOLS=OFF)"
+    echo "SKIP test_fasttext_vectors_cli: $ft is not built here (SGRAD_BUILD_TOOLS=OFF)"
     exit 77
 fi
 if [ -z "$py" ]; then
-    echo "SKIP test_fasttext_vectors: no python3 for the recomputations"
+    echo "SKIP test_fasttext_vectors_cli: no python3 for the recomputations"
     exit 77
 fi
 tmp=$(mktemp -d)
@@ -175,5 +175,5 @@ expect "classifier" nn "$tmp/classifier.bin"
 expect "word-vector" test "$tmp/skipgram.bin" "$tmp/labelled.txt"
 expect "word-vector" predict "$tmp/skipgram.bin" -
 expect "not a sgrad-fasttext model" analogies "$tmp/skipgram.vec"
-[ $fail -eq 0 ] && echo "ok test_fasttext_vectors"
+[ $fail -eq 0 ] && echo "ok test_fasttext_vectors_cli"
 exit $fail
