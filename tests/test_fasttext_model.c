@@ -186,7 +186,7 @@ TEST(the_model_file_gives_back_the_models_predictions)
         ft_train_result r;
         CHECK(ft_train(&c, NULL, &m, &r) == 0);
         CHECK(ft_model_save(&m, model, stderr) == 0);
-        CHECK(ft_model_load(&l, model, 1, stderr) == 0);
+        CHECK(ft_model_load(&l, model, 1, false, stderr) == 0);
         CHECK(l.dict.words.size == m.dict.words.size && l.dict.labels.size == 3);
         ft_examples ex = {0};
         CHECK(read_examples(&m, &ex, &r) == 0);

@@ -32,12 +32,31 @@ bool ft_loss_parse(const char *s, ft_loss *out)
     return true;
 }
 
+const char *ft_kind_name(ft_kind k)
+{
+    static const char *names[] = {"supervised", "skipgram", "cbow"};
+    return names[k];
+}
+
 void ft_config_default(ft_config *c)
 {
-    *c = (ft_config){.label = "__label__", .dim = 100, .epoch = 5, .word_ngrams = 1,
-                     .minn = 0, .maxn = 0, .neg = 5, .threads = 1, .batch = 1,
-                     .bucket = 2000000, .min_count = 1, .min_count_label = 0, .lr = 0.1,
-                     .seed = 0, .loss = FT_LOSS_SOFTMAX, .verbose = 2};
+    *c = (ft_config){.kind = FT_SUPERVISED, .label = "__label__", .dim = 100, .epoch = 5,
+                     .word_ngrams = 1, .minn = 0, .maxn = 0, .neg = 5, .threads = 1,
+                     .batch = 1, .bucket = 2000000, .min_count = 1, .min_count_label = 0,
+                     .lr = 0.1, .seed = 0, .loss = FT_LOSS_SOFTMAX, .verbose = 2, .ws = 5,
+                     .sample = 1e-4, .lr_update_rate = 100};
+}
+
+void ft_config_default_vectors(ft_config *c, ft_kind kind)
+{
+    ft_config_default(c);
+    c->kind = kind;
+    c->minn = 3;
+    c->maxn = 6;
+    c->min_count = 5;
+    c->lr = 0.05;
+    c->loss = FT_LOSS_NS;
+    c->batch = FT_VECTORS_BATCH;
 }
 
 int ft_config_check(const ft_config *c, FILE *err)
@@ -57,6 +76,11 @@ int ft_config_check(const ft_config *c, FILE *err)
                      "asks for (fastText divides by zero here); give -bucket > 0\n",
                 c->word_ngrams > 1 ? "word" : "character",
                 c->word_ngrams > 1 ? "-wordNgrams > 1" : "-maxn > 0");
+        return -1;
+    }
+    if (c->kind != FT_SUPERVISED && c->loss != FT_LOSS_NS) {
+        fprintf(err, "sgrad-fasttext: %s trains with -loss ns only (not %s)\n",
+                ft_kind_name(c->kind), ft_loss_name(c->loss));
         return -1;
     }
     if (!c->label || !*c->label) {
@@ -170,11 +194,13 @@ int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err)
     int rc, tokens = 0;
     while ((rc = ft_lines_next(&l)) > 0) {
         for (int64_t i = 0; i < l.n && rc > 0; i++) {
-            tc_vocab *v = is_label(d, l.tok[i]) ? &d->labels : &d->words;
-            if (tc_vocab_add(v, l.tok[i], 1) < 0) rc = -1;
+            const bool label = is_label(d, l.tok[i]);
+            if (tc_vocab_add(label ? &d->labels : &d->words, l.tok[i], 1) < 0) rc = -1;
+            d->ntokens += !label;
             tokens = 1;
         }
         if (rc > 0 && l.eol && tc_vocab_add(&d->words, FT_EOS, 1) < 0) rc = -1;
+        d->ntokens += l.eol;
         if (rc < 0) break;
     }
     bool io_error = ferror(l.rd.f) != 0;
@@ -191,6 +217,12 @@ int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err)
     const int64_t labels_seen = d->labels.size;
     if (tc_vocab_finalize(&d->words, c->min_count) || tc_vocab_finalize(&d->labels, c->min_count_label)) {
         fprintf(err, "sgrad-fasttext: out of memory\n");
+        goto fail;
+    }
+    if (c->kind != FT_SUPERVISED) {
+        if (d->words.size > 0) return 0;
+        fprintf(err, "sgrad-fasttext: no word of -input %s is seen -minCount %lld times\n",
+                c->input, (long long)c->min_count);
         goto fail;
     }
     if (labels_seen == 0) {
@@ -239,12 +271,18 @@ static int push_char_ngrams(const ft_dict *d, const char *word, ft_ids *rows)
     return 0;
 }
 
-/* One word token: its row (if known), its character n-grams, its hash for word n-grams. */
+int ft_dict_word_rows(const ft_dict *d, const char *word, ft_ids *rows)
+{
+    int64_t id = tc_vocab_find(&d->words, word);
+    if (id >= 0 && ft_ids_push(rows, id)) return -1;
+    if (d->maxn > 0 && strcmp(word, FT_EOS) && push_char_ngrams(d, word, rows)) return -1;
+    return 0;
+}
+
+/* One word token: its rows, its hash for word n-grams. */
 static int push_word(const ft_dict *d, const char *t, ft_ids *rows, ft_ids *hashes)
 {
-    int64_t id = tc_vocab_find(&d->words, t);
-    if (id >= 0 && ft_ids_push(rows, id)) return -1;
-    if (d->maxn > 0 && strcmp(t, FT_EOS) && push_char_ngrams(d, t, rows)) return -1;
+    if (ft_dict_word_rows(d, t, rows)) return -1;
     return ft_ids_push(hashes, (int64_t)(int32_t)ft_hash(t));
 }
 

@@ -1,10 +1,13 @@
-/* sgrad-fasttext: fastText's supervised text classifier on sgrad.
+/* sgrad-fasttext: fastText's supervised text classifier and its subword word vectors
+ * (skip-gram, CBOW) on sgrad.
  *
  * Modules: dict.c (labels and words of a training file, fastText's hashing of word and
- * character n-grams into buckets, a line to its input rows and labels), train.c (batches
- * of examples through sg_embedding_bag, the output layer and the loss, SGD), model.c (the
- * model file through sg_checkpoint_save / _load, prediction), main.c (command line).
- * Every module but main.c can be #included by a test. Built on tools/common.
+ * character n-grams into buckets, a line to its input rows and labels), train.c (the
+ * classifier: batches of examples through sg_embedding_bag, the output layer and the
+ * loss, SGD), vectors.c (skip-gram and CBOW over subword bags, word vectors, the .vec
+ * file, nn and analogy queries), model.c (the model file through sg_checkpoint_save /
+ * _load, prediction), main.c (command line). Every module but main.c can be #included by
+ * a test. Built on tools/common.
  */
 #ifndef SG_FT_H
 #define SG_FT_H
@@ -17,14 +20,30 @@
 #include <stdio.h>
 
 #define FT_EOS "</s>" /* fastText's end-of-line word: every newline adds one */
+#define FT_MAX_LINE 1024 /* vectors: a line's first 1024 in-vocabulary tokens, as fastText */
+
+/* Vectors' batched steps, as sgrad-w2v's (tools/w2v/README.md "What differs: batched
+ * steps"): a batch ends at -batch examples or once a row of either table is hit
+ * FT_ROW_STEP_BOUND / lr times (at most FT_MAX_ROW_HITS); CBOW's bag rows, which each get
+ * the whole error of every bag they are in, at FT_CBOW_INPUT_STEP_BOUND / lr. */
+#define FT_VECTORS_BATCH 8192
+#define FT_MAX_ROW_HITS 256
+#define FT_ROW_STEP_BOUND 6.4
+#define FT_CBOW_INPUT_STEP_BOUND 3.2
 
 typedef enum { FT_LOSS_SOFTMAX, FT_LOSS_NS, FT_LOSS_HS, FT_LOSS_OVA } ft_loss;
 const char *ft_loss_name(ft_loss l);
 /* "softmax", "ns", "hs", "ova" or "one-vs-all"; false for anything else. */
 bool ft_loss_parse(const char *s, ft_loss *out);
 
-/* Hyperparameters: fastText's supervised defaults by ft_config_default. */
+/* What a model is: the classifier or word vectors trained by skip-gram or CBOW. */
+typedef enum { FT_SUPERVISED, FT_SKIPGRAM, FT_CBOW } ft_kind;
+const char *ft_kind_name(ft_kind k); /* "supervised", "skipgram", "cbow" */
+
+/* Hyperparameters: fastText's supervised defaults by ft_config_default, its skipgram and
+ * cbow defaults by ft_config_default_vectors. */
 typedef struct {
+    ft_kind kind;
     const char *input, *output;
     const char *label; /* label prefix */
     int dim, epoch, word_ngrams, minn, maxn, neg, threads, batch;
@@ -33,8 +52,12 @@ typedef struct {
     uint64_t seed;
     ft_loss loss;
     int verbose;
+    int ws;          /* vectors: context window */
+    double sample;   /* vectors: -t, the subsampling threshold */
+    int lr_update_rate; /* vectors: accepted for fastText's command line; the rate falls every step */
 } ft_config;
 void ft_config_default(ft_config *c);
+void ft_config_default_vectors(ft_config *c, ft_kind kind);
 /* Checks that need no file: -minn <= -maxn when -maxn > 0, -bucket > 0 when word or
  * character n-grams are asked for, positive sizes. 0, or -1 with a message on err. */
 int ft_config_check(const ft_config *c, FILE *err);
@@ -46,13 +69,15 @@ typedef struct {
     const char *label_prefix;
     int64_t bucket; /* rows of the n-gram table; 0: none */
     int word_ngrams, minn, maxn;
+    int64_t ntokens; /* word tokens read (FT_EOS included), before -minCount */
 } ft_dict;
 
 /* fastText's 32-bit FNV-1a of a token (each byte sign-extended first, as fastText does). */
 uint32_t ft_hash(const char *s);
 /* Counts the words and labels of path (every newline counts one FT_EOS), then drops words
  * seen fewer than min_count times and labels fewer than min_count_label times. Returns 0,
- * or -1 with a message on err (unreadable file, no word, no label left). */
+ * or -1 with a message on err (unreadable file, no token, no label left for the
+ * classifier, no word left for vectors). */
 int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err);
 void ft_dict_free(ft_dict *d);
 
@@ -63,6 +88,11 @@ typedef struct {
 } ft_ids;
 int ft_ids_push(ft_ids *a, int64_t x); /* 0 or -1 (out of memory) */
 void ft_ids_free(ft_ids *a);
+
+/* A word's input rows, appended to rows: its own row if it is in the vocabulary, then
+ * with -maxn > 0 its character n-gram buckets (words.size + bucket id; none for FT_EOS),
+ * as fastText's getSubwords. 0 or -1 (out of memory). */
+int ft_dict_word_rows(const ft_dict *d, const char *word, ft_ids *rows);
 
 /* A line's tokens (without the newline) to its input rows, appended to rows: in-vocabulary
  * words, their character n-gram buckets (words.size + bucket id) with -maxn > 0, the
@@ -92,7 +122,8 @@ typedef struct {
     ft_dict dict;
     sg_ctx *ctx;
     sg_tensor *input;  /* (words + bucket, dim) f32: word rows, then n-gram bucket rows */
-    sg_tensor *output; /* (labels, dim) f32, or (labels - 1, dim) for hs: inner nodes */
+    sg_tensor *output; /* (labels, dim) f32, or (labels - 1, dim) for hs: inner nodes;
+                          vectors: (words, dim), the context rows */
     tc_huffman tree;   /* hs only */
     /* a loaded model (model.c): input holds the words and the stored bucket rows only;
      * bucket_map[b] is bucket b's row among the stored ones, -1 for a zero row */
@@ -128,9 +159,16 @@ double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first,
                tc_rng *rng, const tc_noise *noise);
 
 /* Writes m to path (atomically) / reads a model written so. Load errors (not a
- * sgrad-fasttext model, truncated or corrupt) print a message naming path to err. */
+ * sgrad-fasttext model, a model of the other kind than vectors asks for (true: skipgram
+ * or cbow; false: the classifier), truncated or corrupt) print a message naming path to
+ * err. */
 int ft_model_save(const ft_model *m, const char *path, FILE *err);
-int ft_model_load(ft_model *m, const char *path, int threads, FILE *err);
+int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE *err);
+
+/* The mean of input rows `rows` (indices as ft_dict_word_rows gives them) into h (dim);
+ * the zero vector for no row. Works on a trained and on a loaded model (whose left-out
+ * bucket rows are zero). */
+void ft_input_mean(const ft_model *m, const ft_ids *rows, double *h);
 
 /* Scores of every label for one line's input rows, as fastText ranks and reports them:
  * log(p + FT_LOG_EPS) with p the softmax or (ns, ova) the label's sigmoid, or for hs the
@@ -138,5 +176,22 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err);
  * complement; fastText prints exp(score) as the probability. 0 or -1 (out of memory). */
 #define FT_LOG_EPS 1e-5
 int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score);
+
+/* ---- word vectors (vectors.c) */
+/* Trains skip-gram or CBOW (cfg->kind) on cfg->input: every word's input is the mean of
+ * its word row and its character n-gram rows. Progress to log (NULL: silent). 0, or -1
+ * with a message on stderr. */
+int ft_train_vectors(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res);
+/* A word's vector into v (dim): the mean of its rows (ft_dict_word_rows), so built from
+ * its n-grams alone for a word never seen; zero when it has no row. 0 or -1 (memory). */
+int ft_word_vector(const ft_model *m, const char *word, float *v);
+/* Every vocabulary word's vector, in vocabulary order, as word2vec text (sg_wordvec_write:
+ * atomic). 0, or -1 with a message on err. */
+int ft_write_vec(const ft_model *m, const char *path, FILE *err);
+/* The k words nearest by cosine to query (dim), skipping the words in ban[0..n_ban)
+ * (vocabulary indices), most similar first, into best / sim; returns how many. The
+ * vocabulary's vectors are computed once into *table (NULL at first; free it). */
+int64_t ft_nearest(const ft_model *m, float **table, const float *query, int64_t k,
+                   const int64_t *ban, int n_ban, int64_t *best, double *sim);
 
 #endif

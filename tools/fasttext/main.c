@@ -1,5 +1,7 @@
-/* sgrad-fasttext command line: fastText's verbs supervised, test, predict and predict-prob
- * with its flags, defaults and output formats. Everything but answers goes to stderr.
+/* sgrad-fasttext command line: fastText's verbs supervised, test, predict, predict-prob,
+ * skipgram, cbow, print-word-vectors, nn and analogies with its flags, defaults and output
+ * formats. Everything but answers (and the query prompts, which fastText prints to stdout
+ * too) goes to stderr.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft.h"
@@ -14,7 +16,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "sgrad-fasttext: fastText's supervised text classifier on sgrad\n"
+            "sgrad-fasttext: fastText's supervised text classifier and subword word vectors on sgrad\n"
             "\n"
             "  sgrad-fasttext supervised -input FILE -output MODEL [options]  (writes MODEL.bin)\n"
             "    -dim N            size of the document vector (100)\n"
@@ -34,7 +36,17 @@ static void usage(FILE *f)
             "    -verbose N        0: quiet (2)\n"
             "  sgrad-fasttext test MODEL.bin FILE [k]          N, P@k, R@k (k = 1)\n"
             "  sgrad-fasttext predict MODEL.bin FILE|- [k]     the k most likely labels per line\n"
-            "  sgrad-fasttext predict-prob MODEL.bin FILE|- [k] the same with probabilities\n");
+            "  sgrad-fasttext predict-prob MODEL.bin FILE|- [k] the same with probabilities\n"
+            "\n"
+            "  sgrad-fasttext skipgram|cbow -input FILE -output MODEL [options]  (MODEL.bin, MODEL.vec)\n"
+            "    the options above, with the defaults -minCount 5 -minn 3 -maxn 6 -lr 0.05\n"
+            "    -loss ns (the only loss here) -batch 8192, and\n"
+            "    -ws N             context window (5)\n"
+            "    -t X              subsampling threshold (1e-4)\n"
+            "    -lrUpdateRate N   accepted; the learning rate falls at every step (100)\n"
+            "  sgrad-fasttext print-word-vectors MODEL.bin < words  a vector per word read\n"
+            "  sgrad-fasttext nn MODEL.bin [k]          nearest neighbours of each word read (10)\n"
+            "  sgrad-fasttext analogies MODEL.bin [k]   A - B + C for each three words read (10)\n");
 }
 
 static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -64,11 +76,9 @@ static int check_output(const char *out)
     return rc;
 }
 
-static int cmd_supervised(int argc, char **argv)
+/* Training flags into c; 0, or 2 with a message. */
+static int parse_flags(int argc, char **argv, ft_config *c)
 {
-    ft_config c;
-    ft_config_default(&c);
-    c.threads = 12;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (i + 1 >= argc) {
@@ -84,28 +94,33 @@ static int cmd_supervised(int argc, char **argv)
     {                                                \
         if ((ok = parse_int(a, lo, hi, &n))) dst = n; \
     }
-        if (!strcmp(f, "-input")) c.input = a;
-        else if (!strcmp(f, "-output")) c.output = a;
-        else if (!strcmp(f, "-label")) c.label = a;
-        else if (!strcmp(f, "-loss")) ok = ft_loss_parse(a, &c.loss);
+        char *end;
+        if (!strcmp(f, "-input")) c->input = a;
+        else if (!strcmp(f, "-output")) c->output = a;
+        else if (!strcmp(f, "-label")) c->label = a;
+        else if (!strcmp(f, "-loss")) ok = ft_loss_parse(a, &c->loss);
         else if (!strcmp(f, "-lr")) {
-            char *end;
-            c.lr = strtod(a, &end);
-            ok = *a && !*end && c.lr > 0 && c.lr < 1e3;
+            c->lr = strtod(a, &end);
+            ok = *a && !*end && c->lr > 0 && c->lr < 1e3;
+        } else if (!strcmp(f, "-t")) {
+            c->sample = strtod(a, &end);
+            ok = *a && !*end && c->sample >= 0 && c->sample <= 1;
         }
-        INT_FLAG("-dim", 1, 1 << 16, c.dim)
-        INT_FLAG("-epoch", 1, 1 << 20, c.epoch)
-        INT_FLAG("-wordNgrams", 1, 100, c.word_ngrams)
-        INT_FLAG("-bucket", 0, INT32_MAX, c.bucket)
-        INT_FLAG("-minCount", 0, INT64_MAX, c.min_count)
-        INT_FLAG("-minCountLabel", 0, INT64_MAX, c.min_count_label)
-        INT_FLAG("-minn", 0, TC_MAX_WORD, c.minn)
-        INT_FLAG("-maxn", 0, TC_MAX_WORD, c.maxn)
-        INT_FLAG("-neg", 1, 1 << 16, c.neg)
-        INT_FLAG("-thread", 1, 1 << 16, c.threads)
-        INT_FLAG("-seed", 0, INT64_MAX, c.seed)
-        INT_FLAG("-batch", 1, 1 << 20, c.batch)
-        INT_FLAG("-verbose", 0, 10, c.verbose)
+        INT_FLAG("-dim", 1, 1 << 16, c->dim)
+        INT_FLAG("-epoch", 1, 1 << 20, c->epoch)
+        INT_FLAG("-wordNgrams", 1, 100, c->word_ngrams)
+        INT_FLAG("-bucket", 0, INT32_MAX, c->bucket)
+        INT_FLAG("-minCount", 0, INT64_MAX, c->min_count)
+        INT_FLAG("-minCountLabel", 0, INT64_MAX, c->min_count_label)
+        INT_FLAG("-minn", 0, TC_MAX_WORD, c->minn)
+        INT_FLAG("-maxn", 0, TC_MAX_WORD, c->maxn)
+        INT_FLAG("-neg", 1, 1 << 16, c->neg)
+        INT_FLAG("-thread", 1, 1 << 16, c->threads)
+        INT_FLAG("-seed", 0, INT64_MAX, c->seed)
+        INT_FLAG("-batch", 1, 1 << 20, c->batch)
+        INT_FLAG("-verbose", 0, 10, c->verbose)
+        INT_FLAG("-ws", 1, 1 << 16, c->ws)
+        INT_FLAG("-lrUpdateRate", 1, INT32_MAX, c->lr_update_rate)
         else {
             fprintf(stderr, "sgrad-fasttext: unknown flag %s (see -help)\n", f);
             return 2;
@@ -116,8 +131,20 @@ static int cmd_supervised(int argc, char **argv)
             return 2;
         }
     }
+    return 0;
+}
+
+/* supervised, skipgram, cbow: trains and writes MODEL.bin (and MODEL.vec for vectors). */
+static int cmd_train(ft_kind kind, int argc, char **argv)
+{
+    ft_config c;
+    if (kind == FT_SUPERVISED) ft_config_default(&c);
+    else ft_config_default_vectors(&c, kind);
+    c.threads = 12;
+    const int bad = parse_flags(argc, argv, &c);
+    if (bad) return bad;
     if (!c.input || !c.output) {
-        fprintf(stderr, "sgrad-fasttext: supervised needs -input and -output\n");
+        fprintf(stderr, "sgrad-fasttext: %s needs -input and -output\n", ft_kind_name(kind));
         return 2;
     }
     struct stat st;
@@ -129,25 +156,30 @@ static int cmd_supervised(int argc, char **argv)
     }
     if (ft_config_check(&c, stderr)) return 1;
     size_t len = strlen(c.output);
-    char *path = malloc(len + 5);
-    if (!path) return 1;
-    memcpy(path, c.output, len);
-    memcpy(path + len, ".bin", 5);
-    if (check_output(path)) {
-        free(path);
-        return 1;
+    char *path = malloc(len + 5), *vec = malloc(len + 5);
+    int rc = path && vec ? 0 : -1;
+    if (!rc) {
+        memcpy(path, c.output, len);
+        memcpy(path + len, ".bin", 5);
+        memcpy(vec, c.output, len);
+        memcpy(vec + len, ".vec", 5);
+        rc = check_output(path);
     }
     ft_model m;
     ft_train_result r;
-    int rc = ft_train(&c, c.verbose > 1 ? stderr : NULL, &m, &r);
+    if (!rc) rc = kind == FT_SUPERVISED ? ft_train(&c, c.verbose > 1 ? stderr : NULL, &m, &r)
+                                        : ft_train_vectors(&c, c.verbose > 1 ? stderr : NULL, &m, &r);
     if (!rc) {
         rc = ft_model_save(&m, path, stderr);
+        if (!rc && kind != FT_SUPERVISED) rc = ft_write_vec(&m, vec, stderr);
         if (!rc && c.verbose > 0)
             fprintf(stderr, "sgrad-fasttext: %lld examples x %d epochs in %.2f s, final loss %.4f; "
-                            "wrote %s\n", (long long)r.examples, c.epoch, r.seconds, r.final_loss, path);
+                            "wrote %s%s%s\n", (long long)r.examples, c.epoch, r.seconds, r.final_loss,
+                    path, kind != FT_SUPERVISED ? " and " : "", kind != FT_SUPERVISED ? vec : "");
         ft_model_free(&m);
     }
     free(path);
+    free(vec);
     return rc ? 1 : 0;
 }
 
@@ -182,7 +214,7 @@ static int cmd_eval(const char *verb, int argc, char **argv)
     }
     const bool test = !strcmp(verb, "test"), probs = !strcmp(verb, "predict-prob");
     ft_model m;
-    if (ft_model_load(&m, argv[0], 1, stderr)) return 1;
+    if (ft_model_load(&m, argv[0], 1, false, stderr)) return 1;
     ft_lines l;
     if (ft_lines_open(&l, argv[1])) {
         fprintf(stderr, "sgrad-fasttext: cannot read %s: %s\n", argv[1], strerror(errno));
@@ -242,6 +274,84 @@ static int cmd_eval(const char *verb, int argc, char **argv)
     return rc || more < 0 || fflush(stdout) ? 1 : 0;
 }
 
+/* print-word-vectors: each word read from stdin and its vector (fastText's format). */
+static int cmd_print_vectors(int argc, char **argv)
+{
+    if (argc != 1) {
+        fprintf(stderr, "sgrad-fasttext: print-word-vectors needs MODEL.bin (words on stdin)\n");
+        return 2;
+    }
+    ft_model m;
+    if (ft_model_load(&m, argv[0], 1, true, stderr)) return 1;
+    const int64_t D = m.cfg.dim;
+    float *v = malloc((size_t)D * sizeof *v);
+    char word[TC_MAX_WORD];
+    int rc = v ? 0 : -1;
+    while (!rc && scanf("%99s", word) == 1) {
+        if ((rc = ft_word_vector(&m, word, v))) break;
+        printf("%s ", word);
+        for (int64_t d = 0; d < D; d++) printf("%.5g ", v[d]);
+        putchar('\n');
+    }
+    if (rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
+    free(v);
+    ft_model_free(&m);
+    return rc || fflush(stdout) ? 1 : 0;
+}
+
+/* nn and analogies: queries of 1 (nn) or 3 (analogies: A - B + C) words from stdin, each
+ * answered by its k nearest words and their cosines, after fastText's prompt. */
+static int cmd_query(bool analogies, int argc, char **argv)
+{
+    const char *verb = analogies ? "analogies" : "nn";
+    int64_t k = 10;
+    if (argc < 1 || argc > 2 || (argc == 2 && !parse_int(argv[1], 1, INT32_MAX, &k))) {
+        fprintf(stderr, "sgrad-fasttext: %s needs MODEL.bin [k > 0] (queries on stdin)\n", verb);
+        return 2;
+    }
+    ft_model m;
+    if (ft_model_load(&m, argv[0], 1, true, stderr)) return 1;
+    const int64_t D = m.cfg.dim, W = m.dict.words.size, kk = k < W ? k : W;
+    float *q = malloc((size_t)D * sizeof *q), *v = malloc((size_t)D * sizeof *v), *table = NULL;
+    int64_t *best = malloc((size_t)kk * sizeof *best);
+    double *sim = malloc((size_t)kk * sizeof *sim);
+    const int n_words = analogies ? 3 : 1;
+    char word[3][TC_MAX_WORD];
+    int rc = q && v && best && sim ? 0 : -1;
+    for (;;) {
+        printf(analogies ? "Query triplet (A - B + C)? " : "Query word? ");
+        fflush(stdout);
+        int got = 0;
+        while (got < n_words && scanf("%99s", word[got]) == 1) got++;
+        if (rc || got < n_words) break;
+        int64_t ban[3];
+        for (int64_t d = 0; d < D; d++) q[d] = 0;
+        for (int i = 0; i < n_words && !rc; i++) {
+            ban[i] = tc_vocab_find(&m.dict.words, word[i]);
+            if ((rc = ft_word_vector(&m, word[i], v))) break;
+            double n2 = 0;
+            for (int64_t d = 0; d < D; d++) n2 += (double)v[d] * v[d];
+            /* nn: the vector itself; analogies: unit vectors, as fastText's */
+            const double s = !analogies ? 1 : (i == 1 ? -1 : 1) / (sqrt(n2) + 1e-8);
+            for (int64_t d = 0; d < D; d++) q[d] = (float)(q[d] + s * v[d]);
+        }
+        const int64_t n = rc ? -1 : ft_nearest(&m, &table, q, kk, ban, n_words, best, sim);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        for (int64_t i = 0; i < n; i++) printf("%s %g\n", m.dict.words.words[best[i]], sim[i]);
+    }
+    if (rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
+    free(q);
+    free(v);
+    free(table);
+    free(best);
+    free(sim);
+    ft_model_free(&m);
+    return rc || fflush(stdout) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -253,10 +363,16 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(verb, "supervised")) return cmd_supervised(argc - 2, argv + 2);
+    if (!strcmp(verb, "supervised")) return cmd_train(FT_SUPERVISED, argc - 2, argv + 2);
+    if (!strcmp(verb, "skipgram")) return cmd_train(FT_SKIPGRAM, argc - 2, argv + 2);
+    if (!strcmp(verb, "cbow")) return cmd_train(FT_CBOW, argc - 2, argv + 2);
+    if (!strcmp(verb, "print-word-vectors")) return cmd_print_vectors(argc - 2, argv + 2);
+    if (!strcmp(verb, "nn")) return cmd_query(false, argc - 2, argv + 2);
+    if (!strcmp(verb, "analogies")) return cmd_query(true, argc - 2, argv + 2);
     if (!strcmp(verb, "test") || !strcmp(verb, "predict") || !strcmp(verb, "predict-prob"))
         return cmd_eval(verb, argc - 2, argv + 2);
-    fprintf(stderr, "sgrad-fasttext: unknown verb %s (supervised, test, predict, predict-prob)\n", verb);
+    fprintf(stderr, "sgrad-fasttext: unknown verb %s (supervised, test, predict, predict-prob, "
+                    "skipgram, cbow, print-word-vectors, nn, analogies)\n", verb);
     usage(stderr);
     return 2;
 }

@@ -1,10 +1,12 @@
-/* The classifier's model file and its predictions.
+/* The model file (classifier or word vectors) and the classifier's predictions.
  *
  * A model is one sgrad checkpoint (safetensors) holding the tensors
  *   input/words (W,dim) f32, input/bucket_rows (k) i64, input/bucket_values (k,dim) f32,
- *   output (labels or labels - 1, dim) f32, labels/counts (labels) i64
- * and metadata "fasttext.*": kind "supervised", the hyperparameters, the words and the
- * labels (each list joined by newlines, in row order). The bucket table is stored sparse:
+ *   output (labels or labels - 1, dim) f32, labels/counts (labels) i64   (classifier)
+ *   output (W,dim) f32, words/counts (W) i64                            (vectors)
+ * and metadata "fasttext.*": kind "supervised", "skipgram" or "cbow", the
+ * hyperparameters, the words and the labels (each list joined by newlines, in row order;
+ * no label for vectors). The bucket table is stored sparse:
  * bucket_rows are the buckets whose row is not all zeros, ascending, with their values.
  * Bucket rows start at zero and only training steps that use a bucket move its row, so
  * the rows left out are exactly zero and the load gives back the trained table.
@@ -23,6 +25,9 @@
 static const char *const tensor_names[N_TENSORS] = {"input/words", "input/bucket_rows",
                                                     "input/bucket_values", "output",
                                                     "labels/counts"};
+static const char *const vector_tensor_names[N_TENSORS] = {"input/words", "input/bucket_rows",
+                                                           "input/bucket_values", "output",
+                                                           "words/counts"};
 
 /* words[0..n) joined by newlines into a new string. */
 static char *join_words(char *const *words, int64_t n)
@@ -45,6 +50,7 @@ int ft_model_save(const ft_model *m, const char *path, FILE *err)
 {
     sg_ctx *ctx = m->ctx;
     const ft_config *c = &m->cfg;
+    const bool vectors = c->kind != FT_SUPERVISED;
     const int64_t W = m->dict.words.size, Bk = m->dict.bucket, D = c->dim, C = m->dict.labels.size;
     const float *in = sg_tensor_f32(m->input);
     int64_t k = 0;
@@ -60,7 +66,8 @@ int ft_model_save(const ft_model *m, const char *path, FILE *err)
                       *labels = join_words(m->dict.labels.words, C);
     sg_tensor *rows = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){k});
     sg_tensor *rows_abs = sg_tensor_new(ctx, SG_I64, 1, (int64_t[]){k});
-    sg_tensor *counts = sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){C}, m->dict.labels.counts);
+    sg_tensor *counts = vectors ? sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){W}, m->dict.words.counts)
+                                : sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){C}, m->dict.labels.counts);
     int rc = -1;
     if (!words || !labels || !rows || !rows_abs || !counts) {
         fprintf(err, "sgrad-fasttext: out of memory saving %s\n", path);
@@ -93,17 +100,20 @@ int ft_model_save(const ft_model *m, const char *path, FILE *err)
     snprintf(num[10], 32, "%llu", (unsigned long long)c->seed);
     snprintf(num[11], 32, "%d", c->batch);
     snprintf(num[12], 32, "%lld", (long long)k);
+    snprintf(num[13], 32, "%d", c->ws);
+    snprintf(num[14], 32, "%.17g", c->sample);
     const char *keys[] = {"fasttext.kind", "fasttext.format", "fasttext.dim", "fasttext.wordNgrams",
                           "fasttext.bucket", "fasttext.minn", "fasttext.maxn", "fasttext.neg",
                           "fasttext.lr", "fasttext.epoch", "fasttext.minCount",
                           "fasttext.minCountLabel", "fasttext.seed", "fasttext.batch",
                           "fasttext.bucket_rows", "fasttext.loss", "fasttext.label",
-                          "fasttext.words", "fasttext.labels"};
-    const char *vals[] = {"supervised", FT_FORMAT, num[0], num[1], num[2], num[3], num[4], num[5],
+                          "fasttext.words", "fasttext.labels", "fasttext.ws", "fasttext.t"};
+    const char *vals[] = {ft_kind_name(c->kind), FT_FORMAT, num[0], num[1], num[2], num[3], num[4], num[5],
                           num[6], num[7], num[8], num[9], num[10], num[11], num[12],
-                          ft_loss_name(c->loss), c->label, words, labels};
+                          ft_loss_name(c->loss), c->label, words, labels, num[13], num[14]};
     const sg_checkpoint_meta meta = {(int64_t)(sizeof keys / sizeof keys[0]), keys, vals};
-    if (sg_checkpoint_save(ctx, path, params, N_TENSORS, tensor_names, NULL, &meta)) {
+    if (sg_checkpoint_save(ctx, path, params, N_TENSORS, vectors ? vector_tensor_names : tensor_names,
+                           NULL, &meta)) {
         fprintf(err, "sgrad-fasttext: cannot write %s: %s\n", path, sg_ctx_message(ctx));
         goto done;
     }
@@ -158,7 +168,7 @@ static int vocab_of_list(tc_vocab *v, const char *list, int64_t *n_out)
     return 0;
 }
 
-int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
+int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE *err)
 {
     memset(m, 0, sizeof *m);
     ft_config_default(&m->cfg);
@@ -179,9 +189,18 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
     }
     const char *kind = sg_checkpoint_meta_get(&meta, "fasttext.kind");
     const char *format = sg_checkpoint_meta_get(&meta, "fasttext.format");
-    if (!kind || strcmp(kind, "supervised")) {
+    ft_config *c = &m->cfg;
+    if (!kind || !(!strcmp(kind, "supervised") || !strcmp(kind, "skipgram") || !strcmp(kind, "cbow"))) {
         fprintf(err, "sgrad-fasttext: %s is a sgrad checkpoint but not a sgrad-fasttext "
-                     "classifier (no fasttext.kind \"supervised\" in its metadata)\n", path);
+                     "model (no fasttext.kind \"supervised\", \"skipgram\" or \"cbow\" in its "
+                     "metadata)\n", path);
+        goto done;
+    }
+    c->kind = !strcmp(kind, "supervised") ? FT_SUPERVISED : !strcmp(kind, "skipgram") ? FT_SKIPGRAM : FT_CBOW;
+    if (vectors != (c->kind != FT_SUPERVISED)) {
+        fprintf(err, "sgrad-fasttext: %s is a %s model; this verb needs %s\n", path,
+                vectors ? "classifier (supervised)" : "word-vector (skipgram or cbow)",
+                vectors ? "word vectors (a skipgram or cbow model)" : "a classifier (a supervised model)");
         goto done;
     }
     if (!format || strcmp(format, FT_FORMAT)) {
@@ -189,7 +208,6 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
                 format ? format : "(none)", FT_FORMAT);
         goto done;
     }
-    ft_config *c = &m->cfg;
     int64_t dim, ngr, bucket, minn, maxn, neg, k, W, C;
     const char *loss = sg_checkpoint_meta_get(&meta, "fasttext.loss");
     const char *label = sg_checkpoint_meta_get(&meta, "fasttext.label");
@@ -204,7 +222,8 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
         !meta_int(&meta, "fasttext.bucket_rows", 0, bucket, &k) || !loss ||
         !ft_loss_parse(loss, &c->loss) || !label || !*label || !words || !labels)
         why = "missing or bad hyperparameters";
-    else if (vocab_of_list(&m->dict.words, words, &W) || vocab_of_list(&m->dict.labels, labels, &C) || C < 1)
+    else if (vocab_of_list(&m->dict.words, words, &W) || vocab_of_list(&m->dict.labels, labels, &C) ||
+             (vectors ? C != 0 || W < 1 : C < 1))
         why = "bad word or label list";
     if (why) {
         fprintf(err, "sgrad-fasttext: %s: corrupt model metadata (%s)\n", path, why);
@@ -222,15 +241,16 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
     if (!(m->label_copy = malloc(strlen(label) + 1))) goto nomem;
     c->label = strcpy(m->label_copy, label);
     m->dict.label_prefix = c->label;
-    const int64_t n_out = c->loss == FT_LOSS_HS ? C - 1 : C;
+    const int64_t n_out = vectors ? W : c->loss == FT_LOSS_HS ? C - 1 : C, n_counts = vectors ? W : C;
     t[0] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, dim});
     t[1] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){k});
     t[2] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){k, dim});
     t[3] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){n_out, dim});
-    t[4] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){C});
+    t[4] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){n_counts});
     for (int i = 0; i < N_TENSORS; i++)
         if (!t[i]) goto nomem;
-    if (sg_checkpoint_load(m->ctx, path, t, N_TENSORS, tensor_names, NULL, NULL)) {
+    if (sg_checkpoint_load(m->ctx, path, t, N_TENSORS, vectors ? vector_tensor_names : tensor_names,
+                           NULL, NULL)) {
         fprintf(err, "sgrad-fasttext: %s: cannot load the model: %s\n", path, sg_ctx_message(m->ctx));
         goto done;
     }
@@ -240,12 +260,13 @@ int ft_model_load(ft_model *m, const char *path, int threads, FILE *err)
             fprintf(err, "sgrad-fasttext: %s: corrupt model (bucket row %lld)\n", path, (long long)i);
             goto done;
         }
-    for (int64_t i = 0; i < C; i++) {
+    tc_vocab *counted = vectors ? &m->dict.words : &m->dict.labels;
+    for (int64_t i = 0; i < n_counts; i++) {
         if (counts[i] < 0 || (i && counts[i] > counts[i - 1])) {
-            fprintf(err, "sgrad-fasttext: %s: corrupt model (label counts)\n", path);
+            fprintf(err, "sgrad-fasttext: %s: corrupt model (%s counts)\n", path, vectors ? "word" : "label");
             goto done;
         }
-        m->dict.labels.counts[i] = counts[i];
+        counted->counts[i] = counts[i];
     }
     if (c->loss == FT_LOSS_HS && tc_huffman_build(&m->tree, counts, C)) goto nomem;
     m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + k, dim});
@@ -270,17 +291,11 @@ done:
 
 /* ---- prediction */
 
-int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score)
+void ft_input_mean(const ft_model *m, const ft_ids *rows, double *h)
 {
-    const int64_t D = m->cfg.dim, W = m->dict.words.size, C = m->dict.labels.size;
-    const float *in = sg_tensor_f32(m->input), *out = sg_tensor_f32(m->output);
-    const int64_t n_out = sg_tensor_dim(m->output, 0);
-    double *h = calloc((size_t)D, sizeof *h), *s = malloc((size_t)(n_out ? n_out : 1) * sizeof *s);
-    if (!h || !s) {
-        free(h);
-        free(s);
-        return -1;
-    }
+    const int64_t D = m->cfg.dim, W = m->dict.words.size;
+    const float *in = sg_tensor_f32(m->input);
+    for (int64_t d = 0; d < D; d++) h[d] = 0;
     for (int64_t i = 0; i < rows->n; i++) {
         int64_t r = rows->v[i];
         if (r >= W && m->bucket_map) {
@@ -291,6 +306,20 @@ int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score)
         for (int64_t d = 0; d < D; d++) h[d] += in[r * D + d];
     }
     for (int64_t d = 0; d < D && rows->n; d++) h[d] /= (double)rows->n;
+}
+
+int ft_predict_scores(ft_model *m, const ft_ids *rows, double *score)
+{
+    const int64_t D = m->cfg.dim, C = m->dict.labels.size;
+    const float *out = sg_tensor_f32(m->output);
+    const int64_t n_out = sg_tensor_dim(m->output, 0);
+    double *h = malloc((size_t)D * sizeof *h), *s = malloc((size_t)(n_out ? n_out : 1) * sizeof *s);
+    if (!h || !s) {
+        free(h);
+        free(s);
+        return -1;
+    }
+    ft_input_mean(m, rows, h);
     for (int64_t j = 0; j < n_out; j++) {
         double a = 0;
         for (int64_t d = 0; d < D; d++) a += (double)out[j * D + d] * h[d];

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# sgrad-fasttext skipgram / cbow end to end, checked against recomputations: the vector
+# print-word-vectors gives a word never seen equals the mean of its n-gram rows read
+# from model.bin and hashed here in Python (FNV-1a, fastText's n-grams; a bucket not
+# stored is zero, so a word none of whose n-grams training met gets the zero vector); a known word's vector is its model.vec row; nn's answers are the
+# nearest words by cosine over model.vec recomputed here; model.vec loads in gensim (that
+# part skipped without gensim); -thread 1 and 2 train the same model.bin. Bad input
+# (-minn > -maxn, -bucket 0 with -maxn > 0, an empty file, a -loss other than ns, a
+# classifier given to print-word-vectors / nn, a vectors model given to test / predict):
+# a message, a non-zero exit, model.bin and model.vec unchanged. Skips (exit 77) without
+# the program or python3.
+# usage: tests/test_fasttext_vectors_cli.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+ft=$build/sgrad-fasttext
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3 || true)
+if [ ! -x "$ft" ]; then
+    echo "SKIP test_fasttext_vectors_cli: $ft is not built here (SGRAD_BUILD_TOOLS=OFF)"
+    exit 77
+fi
+if [ -z "$py" ]; then
+    echo "SKIP test_fasttext_vectors_cli: no python3 for the recomputations"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+words=(walk walks walked walking talk talks talked the a of dog dogs cat cats "r""\xc3\xa9""sum""\xc3\xa9")
+for i in $(seq 400); do
+    line=""
+    for j in 1 2 3 4 5 6 7; do line+=" ${words[$(((i * 7 + j * j * 3 + i / 5) % 15))]}"; done
+    printf "%b\n" "${line# }"
+done >"$tmp/corpus.txt"
+small="-dim 8 -epoch 2 -bucket 20000 -minCount 1 -thread 1 -verbose 0"
+for verb in skipgram cbow; do
+    "$ft" $verb -input "$tmp/corpus.txt" -output "$tmp/$verb" $small || { echo "FAIL: $verb training"; fail=1; }
+done
+"$ft" skipgram -input "$tmp/corpus.txt" -output "$tmp/two" ${small/-thread 1/-thread 2}
+cmp -s "$tmp/skipgram.bin" "$tmp/two.bin" || { echo "FAIL: -thread 1 and 2 trained different models"; fail=1; }
+
+for verb in skipgram cbow; do
+    m=$tmp/$verb
+    printf 'walker\ntalkings\ncats\nr\xc3\xa9sum\xc3\xa9s\nzz\n' >"$tmp/q.txt"
+    "$ft" print-word-vectors "$m.bin" <"$tmp/q.txt" >"$tmp/pwv.txt" || { echo "FAIL: print-word-vectors ($verb)"; fail=1; }
+    printf 'walked\ntalker\n' | "$ft" nn "$m.bin" 3 >"$tmp/nn.txt" || { echo "FAIL: nn ($verb)"; fail=1; }
+    printf 'walk walked talk\n' | "$ft" analogies "$m.bin" 2 >"$tmp/an.txt" || { echo "FAIL: analogies ($verb)"; fail=1; }
+    "$py" - "$m.bin" "$m.vec" "$tmp/q.txt" "$tmp/pwv.txt" "$tmp/nn.txt" "$tmp/an.txt" <<'EOF' || fail=1
+import json, math, struct, sys
+model, vec, queries, pwv, nn, an = sys.argv[1:7]
+blob = open(model, "rb").read()
+(n,) = struct.unpack("<Q", blob[:8])
+header = json.loads(blob[8:8 + n])
+meta = header.pop("__metadata__")
+data = blob[8 + n:]
+def tensor(name, fmt, size):
+    b, e = header[name]["data_offsets"]
+    return list(struct.unpack("<%d%s" % ((e - b) // size, fmt), data[b:e])), header[name]["shape"]
+words = meta["fasttext.words"].split("\n")
+D, bucket = int(meta["fasttext.dim"]), int(meta["fasttext.bucket"])
+minn, maxn = int(meta["fasttext.minn"]), int(meta["fasttext.maxn"])
+wrows, _ = tensor("input/words", "f", 4)
+brows, _ = tensor("input/bucket_rows", "q", 8)
+bvals, _ = tensor("input/bucket_values", "f", 4)
+stored = {b: bvals[i * D:(i + 1) * D] for i, b in enumerate(brows)}
+def fnv(s):  # fastText: each byte sign-extended before the xor
+    h = 2166136261
+    for c in s:
+        h ^= (c - 256 if c >= 128 else c) & 0xFFFFFFFF
+        h = (h * 16777619) & 0xFFFFFFFF
+    return h
+def ngrams(word):  # of "<word>" in UTF-8 characters, minn..maxn, not "<" or ">" alone
+    chars = ["<"] + list(word) + [">"]
+    out = []
+    for i in range(len(chars)):
+        for k in range(minn, maxn + 1):
+            if i + k > len(chars): break
+            if k == 1 and (i == 0 or i + k == len(chars)): continue
+            out.append("".join(chars[i:i + k]).encode())
+    return out
+def vector(word):
+    rows = [wrows[words.index(word) * D:(words.index(word) + 1) * D]] if word in words else []
+    if word != "</s>":  # the end-of-line word has no n-gram
+        rows += [stored.get(fnv(g) % bucket, [0.0] * D) for g in ngrams(word)]
+    return [sum(r[d] for r in rows) / len(rows) for d in range(D)] if rows else [0.0] * D
+ok = True
+table = {}
+with open(vec, encoding="utf-8") as f:
+    V, dim = map(int, f.readline().split())
+    for line in f:
+        p = line.split()
+        table[p[0]] = [float(x) for x in p[1:]]
+if V != len(words) or dim != D or list(table) != words:
+    print("FAIL: model.vec's words are not the model's vocabulary in order"); ok = False
+for w in words:  # a vocabulary word's .vec row is its bag mean
+    if max(abs(a - b) for a, b in zip(table[w], vector(w))) > 1e-6:
+        print("FAIL: .vec row of", w, "is not the mean of its rows"); ok = False
+qs = open(queries, encoding="utf-8").read().split()
+got = [l.split() for l in open(pwv, encoding="utf-8")]
+if [g[0] for g in got] != qs:
+    print("FAIL: print-word-vectors did not answer each word once, in order"); ok = False
+for g in got:
+    want = vector(g[0])
+    if g[0] not in words and g[0] != "zz" and not any(want):  # zz: none, a zero vector
+        print("FAIL: no stored n-gram for", g[0], "(the test needs one)"); ok = False
+    for a, b in zip(map(float, g[1:]), want):
+        if abs(a - b) > 1e-4 * max(abs(b), 1e-3):  # printed with 5 significant digits
+            print("FAIL: print-word-vectors", g[0], a, "vs", b); ok = False
+            break
+def unit(v):
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v] if n > 0 else v
+def nearest(q, ban, k):
+    qn = math.sqrt(sum(x * x for x in q)) or 1
+    sims = [(sum(a * b for a, b in zip(unit(table[w]), q)) / qn, w) for w in words if w not in ban]
+    return sorted(sims, key=lambda s: -s[0])[:k]
+def answers(path, prompt, queries, k):
+    text = open(path, encoding="utf-8").read()
+    parts = text.split(prompt)
+    if len(parts) != len(queries) + 2 or parts[0] or parts[-1]:
+        print("FAIL:", path, "has not one prompt per query and one at the end:", repr(text[:200]))
+        return False
+    good = True
+    for part, (q, ban) in zip(parts[1:], queries):
+        lines = [l.split() for l in part.strip("\n").split("\n")]
+        want = nearest(q, ban, k)
+        if [l[0] for l in lines] != [w for _, w in want] or any(abs(float(l[1]) - s) > 1e-4 for l, (s, _) in zip(lines, want)):
+            print("FAIL:", path, lines, "wanted", want); good = False
+    return good
+ok &= answers(nn, "Query word? ", [(vector("walked"), {"walked"}), (vector("talker"), set())], 3)
+a, b, c = (unit(vector(w)) for w in ("walk", "walked", "talk"))
+ok &= answers(an, "Query triplet (A - B + C)? ", [([x - y + z for x, y, z in zip(a, b, c)], {"walk", "walked", "talk"})], 2)
+sys.exit(0 if ok else 1)
+EOF
+done
+
+if "$py" -c 'import gensim' 2>/dev/null; then
+    "$py" - "$tmp/skipgram.vec" <<'EOF' || { echo "FAIL: gensim cannot read model.vec"; fail=1; }
+import sys
+from gensim.models import KeyedVectors
+kv = KeyedVectors.load_word2vec_format(sys.argv[1], binary=False)
+assert len(kv.index_to_key) == 16 and kv.vector_size == 8 and kv.index_to_key[0] in ("</s>", "the")
+EOF
+else
+    echo "skip: gensim is not installed (the .vec load check)"
+fi
+
+# ---- bad input: a message, a non-zero exit, the model files unchanged
+cp "$tmp/skipgram.bin" "$tmp/keep.bin"
+cp "$tmp/skipgram.vec" "$tmp/keep.vec"
+printf '__label__a w1 w2\n__label__b w3 w1\n' >"$tmp/labelled.txt"
+"$ft" supervised -input "$tmp/labelled.txt" -output "$tmp/classifier" -dim 4 -epoch 1 -verbose 0 ||
+    { echo "FAIL: training the classifier"; fail=1; }
+expect() {
+    local pattern=$1
+    shift
+    "$ft" "$@" >"$tmp/out.txt" 2>"$tmp/err.txt" <"$tmp/q.txt"
+    local got=$?
+    if [ "$got" -eq 0 ] || ! grep -q -- "$pattern" "$tmp/err.txt" || ! cmp -s "$tmp/skipgram.bin" "$tmp/keep.bin" ||
+        ! cmp -s "$tmp/skipgram.vec" "$tmp/keep.vec"; then
+        echo "FAIL: sgrad-fasttext $* exited $got (wanted non-zero, stderr matching '$pattern', model files unchanged):"
+        cat "$tmp/err.txt"
+        fail=1
+    fi
+}
+: >"$tmp/empty.txt"
+out=(-output "$tmp/skipgram")
+expect "-minn 5 > -maxn 3" skipgram -input "$tmp/corpus.txt" "${out[@]}" -minn 5 -maxn 3
+expect "-bucket 0" cbow -input "$tmp/corpus.txt" "${out[@]}" -bucket 0
+expect "no token" skipgram -input "$tmp/empty.txt" "${out[@]}"
+expect "-minCount" skipgram -input "$tmp/corpus.txt" "${out[@]}" -minCount 100000
+expect "-loss ns only" skipgram -input "$tmp/corpus.txt" "${out[@]}" -loss softmax
+expect "classifier" print-word-vectors "$tmp/classifier.bin"
+expect "classifier" nn "$tmp/classifier.bin"
+expect "word-vector" test "$tmp/skipgram.bin" "$tmp/labelled.txt"
+expect "word-vector" predict "$tmp/skipgram.bin" -
+expect "not a sgrad-fasttext model" analogies "$tmp/skipgram.vec"
+[ $fail -eq 0 ] && echo "ok test_fasttext_vectors_cli"
+exit $fail
