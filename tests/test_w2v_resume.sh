@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 # the first 1.2 MB of the bundled corpus (about 230k words)
 xz -dc data/demo-corpus.txt.xz | head -c 1200000 >"$tmp/c.txt"
-flags=(-train "$tmp/c.txt" -cbow 0 -size 16 -iter 2 -min-count 3 -sample 1e-3 -seed 5)
+flags=(-train "$tmp/c.txt" -cbow 0 -size 16 -iter 3 -min-count 3 -sample 1e-3 -seed 5)
 
 "$w2v" "${flags[@]}" -threads 2 -output "$tmp/full.vec" -save-context "$tmp/full.ctx" \
     -log "$tmp/full.log" 2>"$tmp/err.txt" || { echo "FAIL: the uninterrupted run"; cat "$tmp/err.txt"; exit 1; }
@@ -34,9 +34,10 @@ for every in 20 20 0; do
     "$w2v" "${flags[@]}" -threads 2 -output "$tmp/r.vec" -save-context "$tmp/r.ctx" \
         -checkpoint "$tmp/ck" -save-every $every 2>/dev/null &
     pid=$!
-    # a later trial waits longer, so the kills land at different points
-    for _ in $(seq 2000); do [ -s "$tmp/ck" ] && break; sleep 0.01; done
-    sleep "0.$((trials - 1))"
+    # the second trial waits a little longer, so the kills land at different points; the
+    # third kills at once (its first checkpoint is the first epoch's end: two remain)
+    for _ in $(seq 6000); do [ -s "$tmp/ck" ] && break; sleep 0.01; done
+    [ "$trials" -eq 2 ] && sleep 0.1
     if kill -9 $pid 2>/dev/null; then
         wait $pid 2>/dev/null
         if [ -e "$tmp/r.vec" ]; then
