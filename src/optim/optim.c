@@ -347,6 +347,7 @@ typedef struct {
     bool dense;
     sg__rowgroups rg;
     const sg__fused_rows *factored; /* linear SGD on factored fused rows, else NULL */
+    sg__factored_buckets buckets;   /* factored: its entries by owner part */
 } plan;
 
 /* Groups gradient rows idx[0..n) by row in order of first appearance (O(n), no sort):
@@ -404,7 +405,7 @@ static int runs_reserve(sg_optim *opt, sg__pstate *ps)
 static int plan_rows(sg_optim *opt, sg__pstate *ps, const int64_t *idx, int64_t n,
                      const void *g, bool coalesced, plan *pl)
 {
-    *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}, NULL};
+    *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}, NULL, {1, NULL, NULL}};
     int rc = SG_OK;
     if (!coalesced && opt->ops->needs_groups(opt)) rc = group_rows(opt, idx, n, &pl->rg);
     if (!rc && is_lazy_sgd(ps)) rc = runs_reserve(opt, ps);
@@ -453,8 +454,8 @@ static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
         if (!grad) return ctx->status;
     }
     if (grad->layout == SG_DENSE) {
-        if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}, NULL};
-        else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}, NULL};
+        if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}, NULL, {1, NULL, NULL}};
+        else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}, NULL, {1, NULL, NULL}};
         return is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
     }
     const int64_t *idx = grad->indices->data;
@@ -475,7 +476,7 @@ static void apply_plan(sg_optim *opt, plan *pl, double lr)
     int64_t s = ++*ps->step;
     if (is_lazy_sgd(ps) && (ps->n_runs == 0 || ps->runs[ps->n_runs - 1].lr != lr))
         ps->runs[ps->n_runs++] = (sg__lr_run){s, lr};
-    if (pl->factored) sg__sgd_rows_factored(opt, ps, pl->factored, lr);
+    if (pl->factored) sg__sgd_rows_factored(opt, ps, pl->factored, &pl->buckets, lr);
     else if (pl->dense) opt->ops->dense(opt, ps, pl->g, s, lr);
     else opt->ops->rows(opt, ps, &pl->rg, pl->g, s, lr);
 }
@@ -729,11 +730,15 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
             for (int64_t i = 0; i < n; i++)
                 for (int64_t j = 0; j < ps->width; j++) dd[idx[i] * ps->width + j] += gg[i * ps->width + j];
         });
-        pl = (plan){ps, d->data, true, {0, NULL, NULL, NULL, true}, NULL};
+        pl = (plan){ps, d->data, true, {0, NULL, NULL, NULL, true}, NULL, {1, NULL, NULL}};
     } else {
         rc = plan_rows(opt, ps, idx, n, g, false, &pl);
         if (rc) return rc;
-        if (factored && !g) pl.factored = r;
+        if (factored && !g) {
+            pl.factored = r;
+            rc = sg__sgd_factored_buckets(opt, r, ps->width, &pl.buckets);
+            if (rc) return rc;
+        }
     }
     if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
     apply_plan(opt, &pl, lr);

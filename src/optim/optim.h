@@ -137,10 +137,25 @@ sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,
 /* Tables of LazyAdam's powers of beta1 and beta2 (opt->beta_pow). */
 int sg__lazy_adam_tables(sg_optim *opt);
 
+/* The entries of factored rows bucketed by the part that owns their row, for a
+ * deterministic update on several threads: part p's entries are order[start[p] ..
+ * start[p+1]), ascending. parts == 1 (no buckets) on one thread or in Hogwild mode. */
+typedef struct {
+    int64_t parts;
+    const int64_t *order, *start;
+} sg__factored_buckets;
+
+/* Buckets r's entries for an update of rows of `width` elements (one counting-sort pass,
+ * O(n + parts), in the step arena); SG_ERR_NOMEM with nothing allocated kept. */
+int sg__sgd_factored_buckets(sg_optim *opt, const sg__fused_rows *r, int64_t width,
+                             sg__factored_buckets *b);
+
 /* Linear SGD (no momentum, no weight decay) on factored gradient rows r (r->g NULL):
  * W[idx[k]] -= lr * scale * coef[k] * x[k / per], each row's entries in order (bitwise
- * the same for any thread count); with a nondeterministic context, Hogwild-style. */
-void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r, double lr);
+ * the same for any thread count; b from sg__sgd_factored_buckets); with a
+ * nondeterministic context, Hogwild-style. */
+void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r,
+                           const sg__factored_buckets *b, double lr);
 
 /* Prepares the exact lazy SGD catch-up for learning rate lr (outside parallel regions). */
 void sg__sgd_prepare(sg_optim *opt, double lr);

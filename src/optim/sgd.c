@@ -209,15 +209,17 @@ static void sgd_linear_range(void *vj, int64_t lo, int64_t hi)
 }
 
 /* ---- linear update on factored rows (fused sgns): w[idx[k]] += (T)(a * coef[k]) * x[k / per]
- * with a = -lr * scale, examples (groups of `per` entries sharing an x row) in order. */
+ * with a = -lr * scale, examples (groups of `per` entries sharing an x row) in order;
+ * deterministic on several threads, part p updates the rows it owns, walking its bucket
+ * (sg__sgd_factored_buckets) instead of every entry. */
 
 typedef struct {
     const sg__fused_rows *r;
+    const sg__factored_buckets *b;
     void *w;
     sg_dtype dtype;
     int64_t width;
     double a;
-    uint32_t parts; /* deterministic: part p applies the entries whose row it owns */
 } factored_job;
 
 /* The part (of `parts`) that owns row r: a multiplicative hash, so that the frequent rows
@@ -227,16 +229,45 @@ static inline uint32_t factored_part(int64_t r, uint32_t parts)
     return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
 }
 
-/* Examples [lo, hi); only rows of part `part` unless parts == 1. The row of the entry
- * SG__OPTIM_AHEAD entries on is prefetched for writing when this part owns it (a row of
- * another part is being written by another thread). */
-static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uint32_t part)
+/* Parts: one per thread, each with at least a grain of the work; 1 in Hogwild mode. */
+static int64_t factored_parts(sg_ctx *ctx, const sg__fused_rows *r, int64_t width)
+{
+    if (ctx->nondeterministic) return 1;
+    int64_t parts = r->n * width / SG__GRAIN, threads = sg__threads(ctx);
+    return parts > threads ? threads : parts < 1 ? 1 : parts;
+}
+
+int sg__sgd_factored_buckets(sg_optim *opt, const sg__fused_rows *r, int64_t width,
+                             sg__factored_buckets *b)
+{
+    sg_ctx *ctx = opt->ctx;
+    const int64_t parts = factored_parts(ctx, r, width), n = r->n, *idx = r->idx;
+    *b = (sg__factored_buckets){1, NULL, NULL};
+    if (parts <= 1) return SG_OK;
+    int64_t *start = sg__arena_alloc(ctx, (size_t)(parts + 1) * sizeof *start);
+    int64_t *order = sg__arena_alloc(ctx, (size_t)n * sizeof *order);
+    int64_t *cursor = sg__arena_alloc(ctx, (size_t)parts * sizeof *cursor);
+    if (!start || !order || !cursor) return ctx->status ? ctx->status : SG_ERR_NOMEM;
+    for (int64_t p = 0; p < parts; p++) cursor[p] = 0;
+    for (int64_t e = 0; e < n; e++) cursor[factored_part(idx[e], (uint32_t)parts)]++;
+    start[0] = 0;
+    for (int64_t p = 0; p < parts; p++) {
+        start[p + 1] = start[p] + cursor[p];
+        cursor[p] = start[p];
+    }
+    for (int64_t e = 0; e < n; e++) order[cursor[factored_part(idx[e], (uint32_t)parts)]++] = e;
+    *b = (sg__factored_buckets){parts, order, start};
+    return SG_OK;
+}
+
+/* Examples [lo, hi), every entry: one thread alone, or Hogwild-style. The row of the
+ * entry SG__OPTIM_AHEAD entries on is prefetched for writing. */
+static void factored_examples(const factored_job *j, int64_t lo, int64_t hi)
 {
     const int64_t per = j->r->per, width = j->width, *idx = j->r->idx, end = hi * per;
-    const uint32_t parts = j->parts;
     const size_t rowbytes = (size_t)width * sg_dtype_size(j->dtype);
     for (int64_t e = lo * per; e < end && e < lo * per + SG__OPTIM_AHEAD; e++)
-        if (parts == 1 || factored_part(idx[e], parts) == part) sg__optim_prefetch(j->w, idx[e], rowbytes);
+        sg__optim_prefetch(j->w, idx[e], rowbytes);
     SG__DISPATCH_FLOAT(j->dtype, T, {
         const T *x = j->r->x;
         const T *coef = j->r->coef;
@@ -244,12 +275,8 @@ static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uin
         for (int64_t i = lo; i < hi; i++) {
             const T *restrict xi = x + i * width;
             for (int64_t e = i * per; e < (i + 1) * per; e++) {
-                const int64_t ahead = e + SG__OPTIM_AHEAD;
-                if (ahead < end && (parts == 1 || factored_part(idx[ahead], parts) == part))
-                    sg__optim_prefetch(w, idx[ahead], rowbytes);
-                const int64_t row = idx[e];
-                if (parts > 1 && factored_part(row, parts) != part) continue;
-                T *restrict wr = w + row * width;
+                if (e + SG__OPTIM_AHEAD < end) sg__optim_prefetch(w, idx[e + SG__OPTIM_AHEAD], rowbytes);
+                T *restrict wr = w + idx[e] * width;
                 const T u = (T)(j->a * (double)coef[e]);
                 for (int64_t d = 0; d < width; d++) wr[d] += u * xi[d];
             }
@@ -257,37 +284,52 @@ static void factored_examples(const factored_job *j, int64_t lo, int64_t hi, uin
     });
 }
 
-/* Deterministic: parts [lo, hi), each scanning every example. */
+/* Deterministic: parts [lo, hi), each walking only its bucket (its entries in order). */
 static void factored_parts_range(void *ud, int64_t lo, int64_t hi)
 {
     const factored_job *j = ud;
-    for (int64_t p = lo; p < hi; p++) factored_examples(j, 0, j->r->n / j->r->per, (uint32_t)p);
+    const int64_t per = j->r->per, width = j->width, *idx = j->r->idx, *order = j->b->order;
+    const size_t rowbytes = (size_t)width * sg_dtype_size(j->dtype);
+    SG__DISPATCH_FLOAT(j->dtype, T, {
+        const T *x = j->r->x;
+        const T *coef = j->r->coef;
+        T *w = j->w;
+        for (int64_t p = lo; p < hi; p++) {
+            const int64_t first = j->b->start[p];
+            const int64_t end = j->b->start[p + 1];
+            for (int64_t k = first; k < end && k < first + SG__OPTIM_AHEAD; k++)
+                sg__optim_prefetch(w, idx[order[k]], rowbytes);
+            for (int64_t k = first; k < end; k++) {
+                if (k + SG__OPTIM_AHEAD < end)
+                    sg__optim_prefetch(w, idx[order[k + SG__OPTIM_AHEAD]], rowbytes);
+                const int64_t e = order[k];
+                const T *restrict xi = x + (e / per) * width;
+                T *restrict wr = w + idx[e] * width;
+                const T u = (T)(j->a * (double)coef[e]);
+                for (int64_t d = 0; d < width; d++) wr[d] += u * xi[d];
+            }
+        }
+    });
 }
 
 /* Hogwild: examples [lo, hi) update their rows without owning them. */
 static void factored_hogwild_range(void *ud, int64_t lo, int64_t hi)
 {
-    factored_examples(ud, lo, hi, 0);
+    factored_examples(ud, lo, hi);
 }
 
-void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r, double lr)
+void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *r,
+                           const sg__factored_buckets *b, double lr)
 {
     sg_ctx *ctx = opt->ctx;
     const int64_t width = ps->width, examples = r->n / r->per;
-    factored_job j = {r, ps->param->data, ps->param->dtype, width, -lr * r->scale, 1};
-    if (ctx->nondeterministic) {
+    factored_job j = {r, b, ps->param->data, ps->param->dtype, width, -lr * r->scale};
+    if (ctx->nondeterministic)
         sg__parallel_for(ctx, examples, sg__row_grain(r->per * width), factored_hogwild_range, &j);
-        return;
-    }
-    /* one part per thread, each with at least a grain of the work */
-    int64_t parts = r->n * width / SG__GRAIN, threads = sg__threads(ctx);
-    if (parts > threads) parts = threads;
-    if (parts <= 1) {
-        factored_examples(&j, 0, examples, 0);
-        return;
-    }
-    j.parts = (uint32_t)parts;
-    sg__parallel_for(ctx, parts, 1, factored_parts_range, &j);
+    else if (b->parts > 1)
+        sg__parallel_for(ctx, b->parts, 1, factored_parts_range, &j);
+    else
+        factored_examples(&j, 0, examples);
 }
 
 /* Groups [lo, hi) of an exact lazy step: each row catches up to step s - 1, then steps. */
