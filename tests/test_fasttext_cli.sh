@@ -65,4 +65,9 @@ if command -v fasttext >/dev/null; then
 else
     echo "fasttext not installed: the comparison with its output is skipped"
 fi
+# -help after a verb prints the usage and exits 0 (it once asked for a value)
+for verb in supervised skipgram cbow; do
+    "$ft" $verb -help >"$tmp/help.txt" 2>&1 && grep -q "sgrad-fasttext skipgram|cbow" "$tmp/help.txt" ||
+        { echo "FAIL: sgrad-fasttext $verb -help"; cat "$tmp/help.txt"; fail=1; }
+done
 exit $fail

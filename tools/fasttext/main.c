@@ -76,11 +76,15 @@ static int check_output(const char *out)
     return rc;
 }
 
-/* Training flags into c; 0, or 2 with a message. */
+/* Training flags into c; 0, 2 with a message, or -1 after printing the usage (-help). */
 static int parse_flags(int argc, char **argv, ft_config *c)
 {
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "-help") || !strcmp(f, "--help")) {
+            usage(stdout);
+            return -1;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "sgrad-fasttext: %s needs a value\n", f);
             return 2;
@@ -142,7 +146,7 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
     else ft_config_default_vectors(&c, kind);
     c.threads = 12;
     const int bad = parse_flags(argc, argv, &c);
-    if (bad) return bad;
+    if (bad) return bad < 0 ? 0 : bad;
     if (!c.input || !c.output) {
         fprintf(stderr, "sgrad-fasttext: %s needs -input and -output\n", ft_kind_name(kind));
         return 2;
