@@ -97,7 +97,29 @@ static void limit_spin_wait(char **argv)
     execv("/proc/self/exe", argv);
 }
 
-int main(int argc, char **argv)
+#ifdef W2V_WITH_MPI
+/* Under mpirun: the ranks' trainer (NULL with one process) and whether a failure was one
+ * every rank agreed on (then each returns; otherwise a lone failure ends the job). */
+static w2v_parallel *par;
+static bool failed_together;
+/* Every rank's ok and hash agree (w2v_dist_agree), or every rank fails here. */
+static bool ranks_agree(bool ok, uint64_t hash, const char *what)
+{
+    if (!par) return ok;
+    if (w2v_dist_agree(par, ok, hash, what) == 0) return true;
+    failed_together = true;
+    return false;
+}
+#else
+static bool ranks_agree(bool ok, uint64_t hash, const char *what)
+{
+    (void)hash;
+    (void)what;
+    return ok;
+}
+#endif
+
+static int w2v_main(int argc, char **argv)
 {
     limit_spin_wait(argv);
     w2v_config cfg;
@@ -213,9 +235,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "sgrad-w2v: -save-every needs -checkpoint FILE\n");
         return 2;
     }
+#ifdef W2V_WITH_MPI
+    if (w2v_dist_launched() && w2v_dist_start(&argc, &argv, &cfg, &par)) {
+        failed_together = true;
+        return 2;
+    }
+#endif
     /* before the corpus is read: a run that cannot save its result does not start */
-    if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
-    FILE *log = cfg.debug > 0 ? stderr : NULL;
+    if (!ranks_agree(!w2v_config_check(&cfg, stderr) && !w2v_check_paths(&cfg, stderr), 0,
+                     "the flag and path checks"))
+        return 2;
+    const bool writer = !cfg.par || cfg.par->rank == 0; /* prints and writes files */
+    if (!writer) cfg.output = cfg.save_context = cfg.log = cfg.save_vocab = NULL;
+    FILE *log = cfg.debug > 0 && writer ? stderr : NULL;
     tc_vocab v;
     tc_vocab_init(&v);
     if (cfg.read_vocab) {
@@ -226,9 +258,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if ((cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) ||
-        tc_vocab_finalize(&v, cfg.min_count)) {
-        fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
+    bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) &&
+                   !tc_vocab_finalize(&v, cfg.min_count);
+    if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
+    uint64_t corpus_hash = 1469598103934665603ull; /* FNV-1a 64 of the sizes and counts */
+    const int64_t sizes[3] = {counted ? v.size : 0, v.total_tokens, v.lines};
+    for (int i = 0; i < 3 + (counted ? v.size : 0); i++)
+        corpus_hash = (corpus_hash ^ (uint64_t)(i < 3 ? sizes[i] : v.counts[i - 3])) * 1099511628211ull;
+    if (!ranks_agree(counted, corpus_hash, "the corpus's words and counts")) {
         tc_vocab_free(&v);
         return 1;
     }
@@ -262,6 +299,11 @@ int main(int argc, char **argv)
     if (w2v_train(&cfg, &v, log, &res, &m)) {
         tc_vocab_free(&v);
         return 1;
+    }
+    if (!writer) { /* the tables are rank 0's too */
+        w2v_model_free(&m);
+        tc_vocab_free(&v);
+        return 0;
     }
     int threads = sg_ctx_threads(m.ctx);
     if (log) fprintf(log,
@@ -303,5 +345,15 @@ int main(int argc, char **argv)
     }
     w2v_model_free(&m);
     tc_vocab_free(&v);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = w2v_main(argc, argv);
+#ifdef W2V_WITH_MPI
+    if (rc && par && !failed_together) w2v_dist_abort(par); /* the others may wait in a sync */
+    w2v_dist_end(par);
+#endif
     return rc;
 }
