@@ -16,8 +16,6 @@
 
 /* Floats per MPI call and per scratch buffer: MPI counts are int. */
 #define W2V_DIST_CHUNK ((int64_t)1 << 22)
-/* Steps between syncs: chosen on Brown (tools/w2v/README.md "Under mpirun"). */
-#define W2V_DIST_SYNC_STEPS 8
 
 typedef struct {
     MPI_Comm comm;
@@ -185,7 +183,7 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
         return err != MPI_SUCCESS ? mpi_failed(err, "the start")
                                   : (fprintf(stderr, "sgrad-w2v: out of memory at the start\n"), -1);
     }
-    *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = W2V_DIST_SYNC_STEPS,
+    *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = cfg->sync_every,
                         .sync = sync_tables, .impl = d};
     cfg->par = p;
     *out = p;

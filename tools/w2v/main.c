@@ -46,6 +46,8 @@ static void usage(FILE *f)
             "    -checkpoint FILE    save the whole run state to FILE (atomically) every\n"
             "                   -save-every steps and at the end\n"
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
+            "    -sync-every N  under mpirun: steps between the ranks' merges of their\n"
+            "                   tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
             "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
             "                   flags and corpus (-threads, -binary and outputs may change)\n"
             "    -log FILE      training progress as JSON lines (up to 200 and the end)\n"
@@ -166,6 +168,7 @@ static int w2v_main(int argc, char **argv)
         else if (!strcmp(f, "-read-vocab")) cfg.read_vocab = a;
         else if (!strcmp(f, "-classes")) ok = parse_int(a, 0, INT32_MAX, &n), cfg.classes = (int)n;
         else if (!strcmp(f, "-debug")) ok = parse_int(a, 0, 2, &n), cfg.debug = (int)n;
+        else if (!strcmp(f, "-sync-every")) ok = parse_int(a, 1, INT64_MAX, &cfg.sync_every);
         else if (!strcmp(f, "-save-every")) ok = parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
         else if (!strcmp(f, "-neighbors")) neighbors = a;
         else if (!strcmp(f, "-words")) words = a;

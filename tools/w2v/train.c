@@ -67,6 +67,7 @@ void w2v_config_default(w2v_config *c)
     c->seed = 1;
     c->debug = 1;
     c->engine = W2V_ENGINE_FUSED;
+    c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
 }
 
 void w2v_model_free(w2v_model *m)

@@ -79,6 +79,7 @@ typedef struct {
     const char *log;          /* -log: JSON lines of training progress, or NULL */
     const char *save_vocab;   /* -save-vocab: the vocabulary as `word count` lines, or NULL */
     const char *read_vocab;   /* -read-vocab: take the vocabulary from this file, or NULL */
+    int64_t sync_every;       /* -sync-every: steps between the ranks' syncs under mpirun */
     w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c), else NULL */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
