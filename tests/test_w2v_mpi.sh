@@ -3,8 +3,8 @@
 # writes vectors that load; two runs with one seed give the same file byte for byte;
 # ranks given different flags, or -checkpoint, fail on every rank with a message (no
 # hang: each job runs under a timeout); and on the first 2 MB of the bundled corpus the
-# 2-rank model's analogy accuracy is within 3 points of one process's (the seed spread
-# of one process on that corpus is about 1 point; tools/w2v/README.md "Under mpirun").
+# 2-rank model's analogy accuracy is within 2 points of one process's (measured with
+# these flags, seeds 1-4: one process 3.28-4.59%, 2 ranks 3.03-3.73%).
 # Skips (exit 77) when the build has no MPI module, no sgrad-w2v or no mpirun.
 set -euo pipefail
 build=${1:-build}
@@ -63,6 +63,6 @@ def total(text):
 one, two = total(sys.argv[1]), total(sys.argv[2])
 print(f"test_w2v_mpi: analogy accuracy on 2 MB of the demo corpus: 1 process {one:.2f}%, 2 ranks {two:.2f}%")
 assert one > 1.0, "one process learnt nothing: the comparison would be empty"
-assert abs(one - two) <= 3.0, (one, two)
+assert abs(one - two) <= 2.0, (one, two)
 PY
 echo "1 passed, 0 failed"

@@ -36,6 +36,12 @@
  * use as COO indices without a copy). There are two sets, used in turn, since the next
  * batch is drawn while the current step's backward still reads its indices.
  *
+ * Several processes (cfg->par, under mpirun; w2v.h's w2v_parallel): each rank reads only
+ * its share of the corpus lines in every epoch, the learning rate and progress count its
+ * words times the rank count (the shares are about equal in bytes), and every
+ * cfg->sync_every steps, then at each epoch's end until every rank's share is done, the
+ * ranks merge their tables through cfg->par->sync. With one process none of this runs.
+ *
  * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
  * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
  */
