@@ -90,7 +90,7 @@ typedef struct {
     tc_noise noise;
     tc_rng rng;
     tc_reader rd;
-    int64_t share_end; /* the reader's epoch ends at this offset (cfg->par's share) */
+    int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
     /* the current sentence (kept words only) */
@@ -147,7 +147,9 @@ static void next_sentence(w2v_trainer *t)
     char word[TC_MAX_WORD];
     t->len = t->pos = 0;
     while (!t->epoch_done) {
-        tc_tok k = tc_reader_offset(&t->rd) >= t->share_end ? TC_TOK_EOF : tc_reader_next(&t->rd, word);
+        tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end
+                       ? TC_TOK_EOF
+                       : tc_reader_next(&t->rd, word);
         if (k == TC_TOK_EOF) {
             t->epoch_done = true;
             break;
@@ -542,7 +544,6 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     t.v = v;
     t.rng.s = cfg->seed;
     t.cap = cfg->batch;
-    t.share_end = INT64_MAX;
     int64_t share_begin = 0;
     w2v_parallel *par = cfg->par;
     const int ranks = par ? par->ranks : 1; /* the words read by all ranks: about ranks x this one's */
