@@ -264,11 +264,10 @@ static int w2v_main(int argc, char **argv)
     bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) &&
                    !tc_vocab_finalize(&v, cfg.min_count);
     if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
-    uint64_t corpus_hash = 1469598103934665603ull; /* FNV-1a 64 of the sizes and counts */
-    const int64_t sizes[3] = {counted ? v.size : 0, v.total_tokens, v.lines};
-    for (int i = 0; i < 3 + (counted ? v.size : 0); i++)
-        corpus_hash = (corpus_hash ^ (uint64_t)(i < 3 ? sizes[i] : v.counts[i - 3])) * 1099511628211ull;
-    if (!ranks_agree(counted, corpus_hash, "the corpus's words and counts")) {
+    /* the corpus (its bytes' hash), then the vocabulary (which -read-vocab may change) */
+    if (!ranks_agree(counted, v.corpus_hash, "the corpus's content") ||
+        !ranks_agree(true, (uint64_t)v.size, "the vocabulary's size") ||
+        !ranks_agree(true, (uint64_t)v.train_words, "the vocabulary's words kept")) {
         tc_vocab_free(&v);
         return 1;
     }
