@@ -46,6 +46,8 @@ static void usage(FILE *f)
             "    -checkpoint FILE    save the whole run state to FILE (atomically) every\n"
             "                   -save-every steps and at the end\n"
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
+            "    -sync-every N  under mpirun: steps between the ranks' merges of their\n"
+            "                   tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
             "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
             "                   flags and corpus (-threads, -binary and outputs may change)\n"
             "    -log FILE      training progress as JSON lines (up to 200 and the end)\n"
@@ -97,7 +99,29 @@ static void limit_spin_wait(char **argv)
     execv("/proc/self/exe", argv);
 }
 
-int main(int argc, char **argv)
+#ifdef W2V_WITH_MPI
+/* Under mpirun: the ranks' trainer (NULL with one process) and whether a failure was one
+ * every rank agreed on (then each returns; otherwise a lone failure ends the job). */
+static w2v_parallel *par;
+static bool failed_together;
+/* Every rank's ok and hash agree (w2v_dist_agree), or every rank fails here. */
+static bool ranks_agree(bool ok, uint64_t hash, const char *what)
+{
+    if (!par) return ok;
+    if (w2v_dist_agree(par, ok, hash, what) == 0) return true;
+    failed_together = true;
+    return false;
+}
+#else
+static bool ranks_agree(bool ok, uint64_t hash, const char *what)
+{
+    (void)hash;
+    (void)what;
+    return ok;
+}
+#endif
+
+static int w2v_main(int argc, char **argv)
 {
     limit_spin_wait(argv);
     w2v_config cfg;
@@ -144,6 +168,7 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "-read-vocab")) cfg.read_vocab = a;
         else if (!strcmp(f, "-classes")) ok = parse_int(a, 0, INT32_MAX, &n), cfg.classes = (int)n;
         else if (!strcmp(f, "-debug")) ok = parse_int(a, 0, 2, &n), cfg.debug = (int)n;
+        else if (!strcmp(f, "-sync-every")) ok = parse_int(a, 1, INT64_MAX, &cfg.sync_every);
         else if (!strcmp(f, "-save-every")) ok = parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
         else if (!strcmp(f, "-neighbors")) neighbors = a;
         else if (!strcmp(f, "-words")) words = a;
@@ -213,9 +238,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "sgrad-w2v: -save-every needs -checkpoint FILE\n");
         return 2;
     }
+#ifdef W2V_WITH_MPI
+    if (w2v_dist_launched() && w2v_dist_start(&argc, &argv, &cfg, &par)) {
+        failed_together = true;
+        return 2;
+    }
+#endif
     /* before the corpus is read: a run that cannot save its result does not start */
-    if (w2v_config_check(&cfg, stderr) || w2v_check_paths(&cfg, stderr)) return 2;
-    FILE *log = cfg.debug > 0 ? stderr : NULL;
+    if (!ranks_agree(!w2v_config_check(&cfg, stderr) && !w2v_check_paths(&cfg, stderr), 0,
+                     "the flag and path checks"))
+        return 2;
+    const bool writer = !cfg.par || cfg.par->rank == 0; /* prints and writes files */
+    if (!writer) cfg.output = cfg.save_context = cfg.log = cfg.save_vocab = NULL;
+    FILE *log = cfg.debug > 0 && writer ? stderr : NULL;
     tc_vocab v;
     tc_vocab_init(&v);
     if (cfg.read_vocab) {
@@ -226,9 +261,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if ((cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) ||
-        tc_vocab_finalize(&v, cfg.min_count)) {
-        fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
+    bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) &&
+                   !tc_vocab_finalize(&v, cfg.min_count);
+    if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
+    /* the corpus (its bytes' hash), then the vocabulary (which -read-vocab may change) */
+    if (!ranks_agree(counted, v.corpus_hash, "the corpus's content") ||
+        !ranks_agree(true, (uint64_t)v.size, "the vocabulary's size") ||
+        !ranks_agree(true, (uint64_t)v.train_words, "the vocabulary's words kept")) {
         tc_vocab_free(&v);
         return 1;
     }
@@ -262,6 +301,11 @@ int main(int argc, char **argv)
     if (w2v_train(&cfg, &v, log, &res, &m)) {
         tc_vocab_free(&v);
         return 1;
+    }
+    if (!writer) { /* the tables are rank 0's too */
+        w2v_model_free(&m);
+        tc_vocab_free(&v);
+        return 0;
     }
     int threads = sg_ctx_threads(m.ctx);
     if (log) fprintf(log,
@@ -303,5 +347,15 @@ int main(int argc, char **argv)
     }
     w2v_model_free(&m);
     tc_vocab_free(&v);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = w2v_main(argc, argv);
+#ifdef W2V_WITH_MPI
+    if (rc && par && !failed_together) w2v_dist_abort(par); /* the others may wait in a sync */
+    w2v_dist_end(par);
+#endif
     return rc;
 }

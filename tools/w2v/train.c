@@ -36,6 +36,12 @@
  * use as COO indices without a copy). There are two sets, used in turn, since the next
  * batch is drawn while the current step's backward still reads its indices.
  *
+ * Several processes (cfg->par, under mpirun; w2v.h's w2v_parallel): each rank reads only
+ * its share of the corpus lines in every epoch, the learning rate and progress count its
+ * words times the rank count (the shares are about equal in bytes), and every
+ * cfg->sync_every steps, then at each epoch's end until every rank's share is done, the
+ * ranks merge their tables through cfg->par->sync. With one process none of this runs.
+ *
  * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
  * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
  */
@@ -67,6 +73,7 @@ void w2v_config_default(w2v_config *c)
     c->seed = 1;
     c->debug = 1;
     c->engine = W2V_ENGINE_FUSED;
+    c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
 }
 
 void w2v_model_free(w2v_model *m)
@@ -83,6 +90,7 @@ typedef struct {
     tc_noise noise;
     tc_rng rng;
     tc_reader rd;
+    int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
     /* the current sentence (kept words only) */
@@ -139,7 +147,9 @@ static void next_sentence(w2v_trainer *t)
     char word[TC_MAX_WORD];
     t->len = t->pos = 0;
     while (!t->epoch_done) {
-        tc_tok k = tc_reader_next(&t->rd, word);
+        tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end
+                       ? TC_TOK_EOF
+                       : tc_reader_next(&t->rd, word);
         if (k == TC_TOK_EOF) {
             t->epoch_done = true;
             break;
@@ -487,6 +497,34 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
+/* The offset of the first line starting at or after byte `at` of f (size bytes). */
+static int64_t line_start(FILE *f, int64_t at, int64_t size)
+{
+    if (at <= 0) return 0;
+    if (at >= size || fseeko(f, (off_t)(at - 1), SEEK_SET)) return size;
+    int c;
+    while ((c = getc(f)) != EOF && c != '\n') at++;
+    return c == EOF ? size : at;
+}
+
+/* Rank `rank` of `ranks`'s share of the corpus: bytes [*begin, *end), whole lines (see
+ * w2v_parallel). 0, or -1 (errno set). */
+static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, int64_t *end)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st)) {
+        fclose(f);
+        return -1;
+    }
+    const int64_t size = (int64_t)st.st_size;
+    *begin = line_start(f, (int64_t)((double)size * rank / ranks), size);
+    *end = line_start(f, (int64_t)((double)size * (rank + 1) / ranks), size);
+    fclose(f);
+    return 0;
+}
+
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
@@ -506,6 +544,13 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     t.v = v;
     t.rng.s = cfg->seed;
     t.cap = cfg->batch;
+    int64_t share_begin = 0;
+    w2v_parallel *par = cfg->par;
+    const int ranks = par ? par->ranks : 1; /* the words read by all ranks: about ranks x this one's */
+    if (par && corpus_share(cfg->train, par->rank, par->ranks, &share_begin, &t.share_end)) {
+        fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
+        return -1;
+    }
     t.row_cap = w2v_row_hit_cap(W2V_ROW_STEP_BOUND, alpha);
     t.in_row_cap = cfg->cbow ? w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
     t.node_cap = w2v_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha);
@@ -626,6 +671,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     int64_t interval_n = 0, epoch_n = at.epoch_examples;
     w2v_position saved; /* the position of the coming checkpoint, taken before its fill */
     memset(&saved, 0, sizeof saved);
+    bool any_active = true;
+    if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (tc_reader_open(&t.rd, cfg->train)) {
             fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
@@ -642,6 +689,11 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             t.pos = at.pos;
             memcpy(t.sen, at.sentence, (size_t)at.len * sizeof *t.sen);
         } else {
+            if (share_begin > 0 && tc_reader_seek(&t.rd, share_begin)) {
+                fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
+                tc_reader_close(&t.rd);
+                goto done;
+            }
             t.epoch_done = false;
             t.len = t.pos = 0;
             epoch_loss = 0;
@@ -652,10 +704,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
          * depends only on the corpus and the random stream, so results are the same.
          * Hogwild mode instead runs the backward's racy update on every thread. */
         int64_t lr_tokens = t.tokens;
+        int64_t since_sync = 0;
+        any_active = true;
         fill_batch(&t);
         while (t.n > 0) {
-            lr_rec = (w2v_lr_record){sg_optim_steps(opt) + 1, lr_tokens, total};
-            const double lr = w2v_lr_decay(alpha, lr_tokens, total);
+            lr_rec = (w2v_lr_record){sg_optim_steps(opt) + 1, lr_tokens * ranks, total};
+            const double lr = w2v_lr_decay(alpha, lr_tokens * ranks, total);
             const int64_t n = t.n;
             sg_tensor *loss = step_forward(&t, &m, opt);
             int st = loss ? SG_OK : -1;
@@ -712,9 +766,16 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             epoch_n += n;
             res->examples += n;
             res->steps++;
-            tc_log_update(&jl, ep + 1, lr_tokens, total, res->steps, lr, l, n, false);
+            tc_log_update(&jl, ep + 1, lr_tokens * ranks, total, res->steps, lr, l, n, false);
+            if (par && ++since_sync == par->sync_steps) {
+                since_sync = 0;
+                if (par->sync(par, &m, true, &any_active)) {
+                    tc_reader_close(&t.rd);
+                    goto done;
+                }
+            }
             if (log && tc_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
-                tc_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n,
+                tc_progress_update(&pr, t.tokens * ranks, total, lr, interval_loss / (double)interval_n,
                                     false);
                 interval_loss = 0;
                 interval_n = 0;
@@ -728,6 +789,9 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             }
         }
         tc_reader_close(&t.rd);
+        /* this rank's share is done: it joins the others' syncs until every rank's is */
+        while (par && any_active)
+            if (par->sync(par, &m, false, &any_active)) goto done;
         if (cfg->debug > 1 && log)
             fprintf(log, "%ssgrad-w2v: epoch %d of %d: loss per example %.4f, %lld steps so far, "
                          "%.1f s\n", pr.tty ? "\n" : "", ep + 1, cfg->iter,
@@ -750,9 +814,9 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     res->words_per_sec_thread =
         (double)(t.tokens - tokens0) / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
     if (log && t.tokens > tokens0)
-        tc_progress_update(&pr, t.tokens, total, alpha * 1e-4,
+        tc_progress_update(&pr, t.tokens * ranks, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
-    tc_log_update(&jl, cfg->iter, t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
+    tc_log_update(&jl, cfg->iter, t.tokens * ranks, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);
         set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);

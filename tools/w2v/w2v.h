@@ -40,6 +40,25 @@ int w2v_row_hit_cap(double bound, double alpha);
 /* ---- training */
 typedef enum { W2V_ENGINE_FUSED, W2V_ENGINE_GRAPH } w2v_engine;
 
+typedef struct w2v_model w2v_model;
+/* Several processes training one model (dist.c, under mpirun; NULL in w2v_config: one
+ * process). Rank r trains on its share of the corpus, lines from byte
+ * floor(r S / P) to floor((r + 1) S / P), each moved to the start of the next line, in
+ * every epoch. Every sync_steps steps the ranks call sync (collective): each rank's
+ * changes to the tables since the last sync are summed (MPI_Allreduce) and added to the
+ * tables all ranks held then, so every rank leaves it with the same tables and every
+ * example's update counts once at its full learning rate. The first call, before any
+ * step, gives every rank rank 0's tables. active: this rank is still in its epoch's
+ * share; *any_active receives whether any rank is. 0, or -1 with a message printed to
+ * stderr (MPI failed or out of memory: stop). */
+typedef struct w2v_parallel w2v_parallel;
+struct w2v_parallel {
+    int rank, ranks;
+    int64_t sync_steps;
+    int (*sync)(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active);
+    void *impl; /* dist.c's state */
+};
+
 typedef struct {
     const char *train;
     const char *output; /* the vectors file (main.c requires one before training) */
@@ -60,6 +79,8 @@ typedef struct {
     const char *log;          /* -log: JSON lines of training progress, or NULL */
     const char *save_vocab;   /* -save-vocab: the vocabulary as `word count` lines, or NULL */
     const char *read_vocab;   /* -read-vocab: take the vocabulary from this file, or NULL */
+    int64_t sync_every;       /* -sync-every: steps between the ranks' syncs under mpirun */
+    w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c), else NULL */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
@@ -75,14 +96,14 @@ typedef struct {
 } w2v_result;
 
 /* A trained model: the context owns the tables. */
-typedef struct {
+struct w2v_model {
     sg_ctx *ctx;
     sg_tensor *in;  /* (V,D) f32: the word vectors */
     sg_tensor *out; /* (V,D) f32: negative sampling's output (context) vectors; NULL with
                        -negative 0 */
     sg_tensor *hs;  /* (V-1,D) f32: hierarchical softmax's inner-node vectors (word2vec.c's
                        syn1, row k the k-th merge of tc_huffman); NULL without -hs */
-} w2v_model;
+};
 
 /* Most entries of each per-step int64 index array, allocated up front (twice: the next
  * batch is drawn while a step runs): CBOW's context slots (batch * 2 * window), the
@@ -101,6 +122,22 @@ int w2v_config_check(const w2v_config *cfg, FILE *err);
  * disk) remain possible; vectors and checkpoints are written atomically, so they leave an
  * old file intact. */
 int w2v_check_paths(const w2v_config *cfg, FILE *err);
+
+/* ---- under mpirun (dist.c, linked only with SGRAD_MPI; main.c calls it under
+ * W2V_WITH_MPI) */
+/* True when this process was started by mpirun (its environment says so). */
+bool w2v_dist_launched(void);
+/* MPI_Init, then with 2+ ranks: checks that every rank got the same arguments, refuses
+ * -checkpoint and -resume and sets cfg->par = *par (main.c then lets rank 0 alone print
+ * and write files). *par is NULL with one rank. 0, or -1 with a message on every rank. */
+int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **par);
+/* Collective over par's ranks (MPI_COMM_WORLD for par NULL): 0 when every rank has ok and
+ * rank 0's hash; otherwise -1 with a message naming `what` and the ranks, on every rank. */
+int w2v_dist_agree(w2v_parallel *par, bool ok, uint64_t hash, const char *what);
+/* Ends the whole job after this rank failed where the others may wait (MPI_Abort). */
+void w2v_dist_abort(w2v_parallel *par);
+/* Frees par (NULL: none) and finalizes MPI if w2v_dist_start initialised it. */
+void w2v_dist_end(w2v_parallel *par);
 
 /* ---- checkpoints (checkpoint.c): the trainer's position between two steps, taken before
  * the next batch is drawn; with the tables and the optimizer it decides the rest of a run */

@@ -1,0 +1,211 @@
+/* sgrad-w2v under mpirun (built only with SGRAD_MPI; main.c calls it under W2V_WITH_MPI):
+ * one model trained by P ranks, each on its share of the corpus, combined by periodic
+ * merging of the whole tables (w2v_parallel in w2v.h): every sync the ranks' changes to the
+ * tables since the previous sync are summed with MPI_Allreduce and added to the tables of
+ * the previous sync, which every rank keeps (`base`). Invariants: after each sync every
+ * rank holds the same tables and base equals them; every collective here is entered by
+ * every rank in the same order (the trainer's step counts decide, never local data), and
+ * MPI errors return (MPI_ERRORS_RETURN on a duplicate of MPI_COMM_WORLD) rather than end
+ * the job silently.
+ */
+#include "w2v.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats per MPI call and per scratch buffer: MPI counts are int. */
+#define W2V_DIST_CHUNK ((int64_t)1 << 22)
+
+typedef struct {
+    MPI_Comm comm;
+    float *base[3]; /* the tables at the last sync: in, out, hs */
+    float *scratch; /* W2V_DIST_CHUNK floats */
+} w2v_dist;
+
+static bool mpi_started;
+
+bool w2v_dist_launched(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+static int mpi_failed(int err, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) len = 0;
+    msg[len] = 0;
+    fprintf(stderr, "sgrad-w2v: MPI failed in %s: %s\n", what, msg);
+    return -1;
+}
+
+static int table_count(const w2v_model *m, sg_tensor *tables[3])
+{
+    tables[0] = m->in;
+    tables[1] = m->out;
+    tables[2] = m->hs;
+    return 3;
+}
+
+/* The first call records the tables after making every rank's rank 0's (one seed gives
+ * them all the same start; the broadcast makes that a fact). */
+static int record_base(w2v_dist *d, const w2v_model *m)
+{
+    sg_tensor *tables[3];
+    for (int k = 0; k < table_count(m, tables); k++) {
+        if (!tables[k]) continue;
+        float *x = sg_tensor_f32(tables[k]);
+        const int64_t n = sg_tensor_numel(tables[k]);
+        for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
+            int c = (int)(n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK);
+            int err = MPI_Bcast(x + i, c, MPI_FLOAT, 0, d->comm);
+            if (err != MPI_SUCCESS) return mpi_failed(err, "the first sync");
+        }
+        if (!(d->base[k] = malloc((size_t)n * sizeof(float)))) {
+            fprintf(stderr, "sgrad-w2v: out of memory for the sync's copy of the tables\n");
+            return -1;
+        }
+        memcpy(d->base[k], x, (size_t)n * sizeof(float));
+    }
+    return 0;
+}
+
+static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active)
+{
+    w2v_dist *d = p->impl;
+    int flags[2] = {active, 0}, sums[2];
+    int err = MPI_Allreduce(flags, sums, 2, MPI_INT, MPI_SUM, d->comm);
+    if (err != MPI_SUCCESS) return mpi_failed(err, "a sync");
+    *any_active = sums[0] > 0;
+    /* a local failure (out of memory) must not leave the others waiting: agreed first */
+    int ok = d->scratch || (d->scratch = malloc((size_t)W2V_DIST_CHUNK * sizeof(float)));
+    int all_ok = 0;
+    if ((err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
+        return mpi_failed(err, "a sync");
+    if (!all_ok) {
+        fprintf(stderr, "sgrad-w2v: out of memory for a sync (on %s)\n", ok ? "another rank" : "this rank");
+        return -1;
+    }
+    if (!d->base[0]) {
+        ok = record_base(d, m) == 0;
+        if ((err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
+            return mpi_failed(err, "the first sync");
+        return ok ? 0 : -1;
+    }
+    sg_tensor *tables[3];
+    for (int k = 0; k < table_count(m, tables); k++) {
+        if (!tables[k]) continue;
+        float *x = sg_tensor_f32(tables[k]), *base = d->base[k], *delta = d->scratch;
+        const int64_t n = sg_tensor_numel(tables[k]);
+        for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
+            const int64_t c = n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK;
+            for (int64_t j = 0; j < c; j++) delta[j] = x[i + j] - base[i + j];
+            err = MPI_Allreduce(MPI_IN_PLACE, delta, (int)c, MPI_FLOAT, MPI_SUM, d->comm);
+            if (err != MPI_SUCCESS) return mpi_failed(err, "a sync");
+            for (int64_t j = 0; j < c; j++) x[i + j] = base[i + j] = base[i + j] + delta[j];
+        }
+    }
+    return 0;
+}
+
+int w2v_dist_agree(w2v_parallel *p, bool ok, uint64_t hash, const char *what)
+{
+    MPI_Comm comm = p ? ((w2v_dist *)p->impl)->comm : MPI_COMM_WORLD;
+    int ranks = 1, rank = 0;
+    MPI_Comm_size(comm, &ranks);
+    MPI_Comm_rank(comm, &rank);
+    uint64_t mine[2] = {ok, hash};
+    uint64_t *all = malloc((size_t)ranks * sizeof mine);
+    int have = all != NULL, all_have = 0;
+    int err = MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm);
+    if (err != MPI_SUCCESS || !all_have) {
+        free(all);
+        return err != MPI_SUCCESS ? mpi_failed(err, what)
+                                  : (fprintf(stderr, "sgrad-w2v: out of memory checking %s\n", what), -1);
+    }
+    if ((err = MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm)) != MPI_SUCCESS) {
+        free(all);
+        return mpi_failed(err, what);
+    }
+    int rc = 0;
+    for (int r = 0; r < ranks && rc == 0; r++)
+        if (!all[2 * r]) {
+            if (r != rank)
+                fprintf(stderr, "sgrad-w2v: rank %d of %d: rank %d failed at %s (its message above)\n",
+                        rank, ranks, r, what);
+            rc = -1;
+        } else if (all[2 * r + 1] != all[1]) {
+            fprintf(stderr, "sgrad-w2v: rank %d of %d: ranks 0 and %d disagree on %s; every rank "
+                            "must be given the same flags and corpus\n", rank, ranks, r, what);
+            rc = -1;
+        }
+    free(all);
+    return rc;
+}
+
+int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
+{
+    *out = NULL;
+    int err = MPI_Init(argc, argv);
+    if (err != MPI_SUCCESS) return mpi_failed(err, "MPI_Init");
+    mpi_started = true;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int ranks = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (ranks == 1) return 0;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 of the arguments, each NUL-ended */
+    for (int i = 1; i < *argc; i++)
+        for (const char *c = (*argv)[i];; c++) {
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            if (!*c) break;
+        }
+    if (w2v_dist_agree(NULL, true, h, "the command line")) return -1;
+    if (cfg->checkpoint || cfg->resume) {
+        fprintf(stderr, "sgrad-w2v: -checkpoint and -resume are not supported under mpirun (%d ranks); "
+                        "train with one process to checkpoint\n", ranks);
+        return -1;
+    }
+    w2v_dist *d = calloc(1, sizeof *d);
+    w2v_parallel *p = calloc(1, sizeof *p);
+    int ok = d && p, all_ok = 0;
+    if (ok && (err = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
+        free(d);
+        free(p);
+        return mpi_failed(err, "MPI_Comm_dup");
+    }
+    if (ok) MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+    if ((err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD)) != MPI_SUCCESS || !all_ok) {
+        if (ok) MPI_Comm_free(&d->comm);
+        free(d);
+        free(p);
+        return err != MPI_SUCCESS ? mpi_failed(err, "the start")
+                                  : (fprintf(stderr, "sgrad-w2v: out of memory at the start\n"), -1);
+    }
+    *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = cfg->sync_every,
+                        .sync = sync_tables, .impl = d};
+    cfg->par = p;
+    *out = p;
+    return 0;
+}
+
+void w2v_dist_abort(w2v_parallel *p)
+{
+    (void)p;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void w2v_dist_end(w2v_parallel *p)
+{
+    if (p) {
+        w2v_dist *d = p->impl;
+        for (int k = 0; k < 3; k++) free(d->base[k]);
+        free(d->scratch);
+        MPI_Comm_free(&d->comm);
+        free(d);
+        free(p);
+    }
+    if (mpi_started) MPI_Finalize();
+    mpi_started = false;
+}
