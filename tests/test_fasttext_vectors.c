@@ -12,6 +12,7 @@
 #include "../tools/common/huffman.c"
 #include "../tools/common/progress.c"
 #include "../tools/common/sampling.c"
+#include "../tools/common/cli.c"
 #include "../tools/common/vocab.c"
 #include "../tools/fasttext/dict.c"
 #include "../tools/fasttext/model.c"

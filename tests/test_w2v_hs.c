@@ -14,6 +14,7 @@
 #include "../tools/common/outfile.c"
 #include "../tools/common/progress.c"
 #include "../tools/common/sampling.c"
+#include "../tools/common/cli.c"
 #include "../tools/common/vocab.c"
 #include "../tools/w2v/checkpoint.c"
 #include "../tools/w2v/train.c"

@@ -14,6 +14,7 @@
 #include "../tools/common/sampling.c"
 #include "../tools/w2v/checkpoint.c"
 #include "../tools/w2v/train.c"
+#include "../tools/common/cli.c"
 #include "../tools/common/vocab.c"
 
 enum { TOPICS = 10, PER_TOPIC = 5, SENTENCES = 1500, LEN = 10 };
@@ -267,10 +268,10 @@ TEST(cbow_on_equally_frequent_words_converges)
     cfg.train = path;
     cfg.threads = 1;
     cfg.iter = 3;
-    CHECK(w2v_row_hit_cap(W2V_ROW_STEP_BOUND, 0.05) * 0.05 <= W2V_ROW_STEP_BOUND + 1e-9);
-    CHECK(w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, 0.05) * 0.05 <= W2V_CBOW_INPUT_STEP_BOUND + 1e-9);
+    CHECK(tc_row_hit_cap(TC_ROW_STEP_BOUND, 0.05) * 0.05 <= TC_ROW_STEP_BOUND + 1e-9);
+    CHECK(tc_row_hit_cap(TC_CBOW_INPUT_STEP_BOUND, 0.05) * 0.05 <= TC_CBOW_INPUT_STEP_BOUND + 1e-9);
     /* skip-gram's default is unchanged */
-    CHECK(w2v_row_hit_cap(W2V_ROW_STEP_BOUND, 0.025) == W2V_MAX_ROW_HITS);
+    CHECK(tc_row_hit_cap(TC_ROW_STEP_BOUND, 0.025) == TC_MAX_ROW_HITS);
     tc_vocab v;
     tc_vocab_init(&v);
     CHECK(tc_vocab_count_file(&v, path) == 0 && tc_vocab_finalize(&v, 5) == 0);

@@ -161,6 +161,22 @@ int tc_outfile_commit(tc_outfile *o);
 /* Removes the temporary file; path unchanged. */
 void tc_outfile_abort(tc_outfile *o);
 
+/* ---- command-line numbers (cli.c): the whole of s, within [lo, hi]; false otherwise */
+bool tc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool tc_parse_real(const char *s, double lo, double hi, double *out);
+
+/* ---- batched steps (cli.c): a batch ends once a table row occurs in it
+ * tc_row_hit_cap(bound, lr) times. A step sums the updates of a row, so its summed step is
+ * about lr * cap single steps. TC_ROW_STEP_BOUND is skip-gram's (word2vec.c's default
+ * 0.025 x 256 hits); TC_CBOW_INPUT_STEP_BOUND is for CBOW's context rows, which get each
+ * bag's undivided error (word2vec.c's rule), so one hit is a whole step and the bags'
+ * errors are alike (tools/w2v/README.md "What differs: batched steps"). The cap is at
+ * most TC_MAX_ROW_HITS and at least 1. */
+#define TC_MAX_ROW_HITS 256
+#define TC_ROW_STEP_BOUND 6.4
+#define TC_CBOW_INPUT_STEP_BOUND 3.2
+int tc_row_hit_cap(double bound, double lr);
+
 /* ---- Huffman tree of hierarchical softmax (word2vec's and fastText's construction) */
 /* Over n >= 1 leaves with counts in non-increasing order (a finalized vocabulary's): the
  * two lightest of the unmerged leaves and inner nodes merge into the next inner node

@@ -24,12 +24,9 @@
 
 /* Vectors' batched steps, as sgrad-w2v's (tools/w2v/README.md "What differs: batched
  * steps"): a batch ends at -batch examples or once a row of either table is hit
- * FT_ROW_STEP_BOUND / lr times (at most FT_MAX_ROW_HITS); CBOW's bag rows, which each get
- * the whole error of every bag they are in, at FT_CBOW_INPUT_STEP_BOUND / lr. */
+ * tc_row_hit_cap(TC_ROW_STEP_BOUND, lr) times; CBOW's bag rows, which each get the whole
+ * error of every bag they are in, at TC_CBOW_INPUT_STEP_BOUND. */
 #define FT_VECTORS_BATCH 8192
-#define FT_MAX_ROW_HITS 256
-#define FT_ROW_STEP_BOUND 6.4
-#define FT_CBOW_INPUT_STEP_BOUND 3.2
 
 typedef enum { FT_LOSS_SOFTMAX, FT_LOSS_NS, FT_LOSS_HS, FT_LOSS_OVA } ft_loss;
 const char *ft_loss_name(ft_loss l);

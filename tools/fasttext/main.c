@@ -49,16 +49,6 @@ static void usage(FILE *f)
             "  sgrad-fasttext analogies MODEL.bin [k]   A - B + C for each three words read (10)\n");
 }
 
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* The output's directory must exist and be writable before training starts. */
 static int check_output(const char *out)
 {
@@ -96,7 +86,7 @@ static int parse_flags(int argc, char **argv, ft_config *c)
 #define INT_FLAG(name, lo, hi, dst)                  \
     else if (!strcmp(f, name))                       \
     {                                                \
-        if ((ok = parse_int(a, lo, hi, &n))) dst = n; \
+        if ((ok = tc_parse_int(a, lo, hi, &n))) dst = n; \
     }
         char *end;
         if (!strcmp(f, "-input")) c->input = a;
@@ -212,7 +202,7 @@ static int cmd_eval(const char *verb, int argc, char **argv)
         return 2;
     }
     int64_t k = 1;
-    if (argc == 3 && !parse_int(argv[2], 1, INT32_MAX, &k)) {
+    if (argc == 3 && !tc_parse_int(argv[2], 1, INT32_MAX, &k)) {
         fprintf(stderr, "sgrad-fasttext: bad k: %s\n", argv[2]);
         return 2;
     }
@@ -309,7 +299,7 @@ static int cmd_query(bool analogies, int argc, char **argv)
 {
     const char *verb = analogies ? "analogies" : "nn";
     int64_t k = 10;
-    if (argc < 1 || argc > 2 || (argc == 2 && !parse_int(argv[1], 1, INT32_MAX, &k))) {
+    if (argc < 1 || argc > 2 || (argc == 2 && !tc_parse_int(argv[1], 1, INT32_MAX, &k))) {
         fprintf(stderr, "sgrad-fasttext: %s needs MODEL.bin [k > 0] (queries on stdin)\n", verb);
         return 2;
     }

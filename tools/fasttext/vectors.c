@@ -54,12 +54,6 @@ typedef struct {
     int32_t in_cap, out_cap;
 } vec_trainer;
 
-static int32_t row_hit_cap(double bound, double lr)
-{
-    const double cap = bound / lr;
-    return cap >= FT_MAX_ROW_HITS ? FT_MAX_ROW_HITS : cap < 1 ? 1 : (int32_t)cap;
-}
-
 /* fastText's getLine: in-vocabulary tokens up to a newline (FT_EOS, kept as a word) or
  * FT_MAX_LINE of them, each counted, subsampled ones dropped. */
 static void next_line(vec_trainer *t)
@@ -264,8 +258,8 @@ int ft_train_vectors(const ft_config *cfg, FILE *log, ft_model *m, ft_train_resu
     sg_tensor_free(words);
     words = NULL;
     init_ngram_rows(&t);
-    t.in_cap = row_hit_cap(cfg->kind == FT_CBOW ? FT_CBOW_INPUT_STEP_BOUND : FT_ROW_STEP_BOUND, cfg->lr);
-    t.out_cap = row_hit_cap(FT_ROW_STEP_BOUND, cfg->lr);
+    t.in_cap = tc_row_hit_cap(cfg->kind == FT_CBOW ? TC_CBOW_INPUT_STEP_BOUND : TC_ROW_STEP_BOUND, cfg->lr);
+    t.out_cap = tc_row_hit_cap(TC_ROW_STEP_BOUND, cfg->lr);
     const int64_t total = m->dict.ntokens * cfg->epoch;
     tc_progress pr;
     tc_progress_init(&pr, log, sg_ctx_threads(m->ctx));

@@ -67,26 +67,6 @@ static void usage(FILE *f)
             "                   (30000)\n");
 }
 
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_real(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
 /* OpenMP's default wait policy spins for a long time at each barrier; a training step has
  * several short parallel regions, and when other processes share the cores a spinning
  * thread keeps the core from the thread it waits for (measured on 2 busy cores: 2 threads
@@ -166,10 +146,10 @@ static int w2v_main(int argc, char **argv)
         else if (!strcmp(f, "-log")) cfg.log = a;
         else if (!strcmp(f, "-save-vocab")) cfg.save_vocab = a;
         else if (!strcmp(f, "-read-vocab")) cfg.read_vocab = a;
-        else if (!strcmp(f, "-classes")) ok = parse_int(a, 0, INT32_MAX, &n), cfg.classes = (int)n;
-        else if (!strcmp(f, "-debug")) ok = parse_int(a, 0, 2, &n), cfg.debug = (int)n;
-        else if (!strcmp(f, "-sync-every")) ok = parse_int(a, 1, INT64_MAX, &cfg.sync_every);
-        else if (!strcmp(f, "-save-every")) ok = parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
+        else if (!strcmp(f, "-classes")) ok = tc_parse_int(a, 0, INT32_MAX, &n), cfg.classes = (int)n;
+        else if (!strcmp(f, "-debug")) ok = tc_parse_int(a, 0, 2, &n), cfg.debug = (int)n;
+        else if (!strcmp(f, "-sync-every")) ok = tc_parse_int(a, 1, INT64_MAX, &cfg.sync_every);
+        else if (!strcmp(f, "-save-every")) ok = tc_parse_int(a, 0, INT64_MAX, &cfg.save_every), save_every_given = true;
         else if (!strcmp(f, "-neighbors")) neighbors = a;
         else if (!strcmp(f, "-words")) words = a;
         else if (!strcmp(f, "-evaluate")) evaluate = a;
@@ -178,22 +158,22 @@ static int w2v_main(int argc, char **argv)
             if (!strcmp(a, "fused")) cfg.engine = W2V_ENGINE_FUSED;
             else if (!strcmp(a, "graph")) cfg.engine = W2V_ENGINE_GRAPH;
             else ok = false;
-        } else if (!strcmp(f, "-size")) ok = parse_int(a, 1, 4096, &n), cfg.size = (int)n;
-        else if (!strcmp(f, "-window")) ok = parse_int(a, 1, 100, &n), cfg.window = (int)n;
-        else if (!strcmp(f, "-negative")) ok = parse_int(a, 0, 100, &n), cfg.negative = (int)n;
-        else if (!strcmp(f, "-iter")) ok = parse_int(a, 1, 100000, &n), cfg.iter = (int)n;
-        else if (!strcmp(f, "-threads")) ok = parse_int(a, 1, 1024, &n), cfg.threads = (int)n;
-        else if (!strcmp(f, "-cbow")) ok = parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
-        else if (!strcmp(f, "-binary")) ok = parse_int(a, 0, 1, &n), cfg.binary = (int)n;
-        else if (!strcmp(f, "-hogwild")) ok = parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
-        else if (!strcmp(f, "-hs")) ok = parse_int(a, 0, 1, &n), cfg.hs = (int)n;
-        else if (!strcmp(f, "-min-count")) ok = parse_int(a, 1, INT64_MAX, &cfg.min_count);
-        else if (!strcmp(f, "-batch")) ok = parse_int(a, 1, 1 << 24, &cfg.batch);
-        else if (!strcmp(f, "-restrict")) ok = parse_int(a, 1, INT64_MAX, &restrict_);
-        else if (!strcmp(f, "-k")) ok = parse_int(a, 1, 64, &k);
-        else if (!strcmp(f, "-seed")) ok = parse_int(a, 0, INT64_MAX, &n), cfg.seed = (uint64_t)n;
-        else if (!strcmp(f, "-sample")) ok = parse_real(a, 0, 1, &cfg.sample);
-        else if (!strcmp(f, "-alpha")) ok = parse_real(a, 1e-12, 10, &x), cfg.alpha = x;
+        } else if (!strcmp(f, "-size")) ok = tc_parse_int(a, 1, 4096, &n), cfg.size = (int)n;
+        else if (!strcmp(f, "-window")) ok = tc_parse_int(a, 1, 100, &n), cfg.window = (int)n;
+        else if (!strcmp(f, "-negative")) ok = tc_parse_int(a, 0, 100, &n), cfg.negative = (int)n;
+        else if (!strcmp(f, "-iter")) ok = tc_parse_int(a, 1, 100000, &n), cfg.iter = (int)n;
+        else if (!strcmp(f, "-threads")) ok = tc_parse_int(a, 1, 1024, &n), cfg.threads = (int)n;
+        else if (!strcmp(f, "-cbow")) ok = tc_parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
+        else if (!strcmp(f, "-binary")) ok = tc_parse_int(a, 0, 1, &n), cfg.binary = (int)n;
+        else if (!strcmp(f, "-hogwild")) ok = tc_parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
+        else if (!strcmp(f, "-hs")) ok = tc_parse_int(a, 0, 1, &n), cfg.hs = (int)n;
+        else if (!strcmp(f, "-min-count")) ok = tc_parse_int(a, 1, INT64_MAX, &cfg.min_count);
+        else if (!strcmp(f, "-batch")) ok = tc_parse_int(a, 1, 1 << 24, &cfg.batch);
+        else if (!strcmp(f, "-restrict")) ok = tc_parse_int(a, 1, INT64_MAX, &restrict_);
+        else if (!strcmp(f, "-k")) ok = tc_parse_int(a, 1, 64, &k);
+        else if (!strcmp(f, "-seed")) ok = tc_parse_int(a, 0, INT64_MAX, &n), cfg.seed = (uint64_t)n;
+        else if (!strcmp(f, "-sample")) ok = tc_parse_real(a, 0, 1, &cfg.sample);
+        else if (!strcmp(f, "-alpha")) ok = tc_parse_real(a, 1e-12, 10, &x), cfg.alpha = x;
         else {
             fprintf(stderr, "sgrad-w2v: unknown flag %s (see -help)\n", f);
             return 2;

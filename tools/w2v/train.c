@@ -115,7 +115,7 @@ typedef struct {
     /* times each row of the input / output / inner-node table occurs in the batch (0
      * between batches) */
     int32_t *hits_in, *hits_out, *hits_node;
-    int32_t row_cap;    /* w2v_row_hit_cap of the starting learning rate */
+    int32_t row_cap;    /* tc_row_hit_cap of the starting learning rate */
     int32_t in_row_cap; /* the same for the input table (CBOW's context rows: lower) */
     int32_t node_cap;   /* the same for the inner nodes (bounds the batch: the root) */
 } w2v_trainer;
@@ -218,12 +218,6 @@ static int64_t tree_entries(const tc_huffman *tree, const int64_t *counts)
     int64_t sum = 0;
     for (int64_t w = 0; w < tree->n; w++) sum += counts[w] * (tree->offsets[w + 1] - tree->offsets[w]);
     return sum;
-}
-
-int w2v_row_hit_cap(double bound, double alpha)
-{
-    const double cap = bound / alpha;
-    return cap >= W2V_MAX_ROW_HITS ? W2V_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
 }
 
 /* Counts one more occurrence of each row in rows[0..n); true once one reaches cap. */
@@ -551,9 +545,9 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
         return -1;
     }
-    t.row_cap = w2v_row_hit_cap(W2V_ROW_STEP_BOUND, alpha);
-    t.in_row_cap = cfg->cbow ? w2v_row_hit_cap(W2V_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
-    t.node_cap = w2v_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha);
+    t.row_cap = tc_row_hit_cap(TC_ROW_STEP_BOUND, alpha);
+    t.in_row_cap = cfg->cbow ? tc_row_hit_cap(TC_CBOW_INPUT_STEP_BOUND, alpha) : t.row_cap;
+    t.node_cap = tc_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha);
     if (!cfg->cbow && t.cap < 2 * cfg->window) t.cap = 2 * cfg->window;
     t.keep = tc_keep_table(v, cfg->sample);
     t.hits_in = calloc((size_t)V, sizeof *t.hits_in);

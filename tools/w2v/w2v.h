@@ -18,21 +18,11 @@
 #include <stdio.h>
 
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
-/* A batch ends once a table row occurs in it w2v_row_hit_cap(bound, alpha) times: a step
- * sums the updates of a row, so the summed step is bounded by about alpha * cap single
- * steps. The bound is W2V_ROW_STEP_BOUND (skip-gram's default 0.025 x 256 hits), and
- * W2V_CBOW_INPUT_STEP_BOUND for CBOW's context rows, which get each bag's undivided error
- * (word2vec.c's rule), so that one hit is a whole step and the bags' errors are alike (see
- * tools/w2v/README.md "What differs: batched steps"); the cap is at most W2V_MAX_ROW_HITS
- * and at least 1. */
-#define W2V_MAX_ROW_HITS 256
-#define W2V_ROW_STEP_BOUND 6.4
-#define W2V_CBOW_INPUT_STEP_BOUND 3.2
-/* The same bound for hierarchical softmax's inner-node rows (-hs 1). The root is on every
- * path, so it caps a batch at w2v_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha) examples;
- * measured in tools/w2v/README.md ("Hierarchical softmax"). */
-#define W2V_HS_NODE_STEP_BOUND W2V_ROW_STEP_BOUND
-int w2v_row_hit_cap(double bound, double alpha);
+/* The batches' row-hit caps are tools/common's (tc_row_hit_cap). The same bound holds for
+ * hierarchical softmax's inner-node rows (-hs 1): the root is on every path, so it caps a
+ * batch at tc_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha) examples; measured in
+ * tools/w2v/README.md ("Hierarchical softmax"). */
+#define W2V_HS_NODE_STEP_BOUND TC_ROW_STEP_BOUND
 /* Training stops as diverged once a step's loss per example exceeds this many times the
  * first step's (or is not finite). */
 #define W2V_DIVERGED_FACTOR 10.0

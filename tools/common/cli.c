@@ -1,0 +1,31 @@
+/* Small pieces of the programs' command lines and batching rules (common.h). */
+#include "common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+bool tc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool tc_parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+int tc_row_hit_cap(double bound, double lr)
+{
+    const double cap = bound / lr;
+    return cap >= TC_MAX_ROW_HITS ? TC_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
+}
