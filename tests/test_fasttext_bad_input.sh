@@ -48,6 +48,8 @@ expect "-bucket 0" supervised -input "$tmp/good.txt" -output "$tmp/m" -bucket 0 
 expect "-minn 5 > -maxn 3" supervised -input "$tmp/good.txt" -output "$tmp/m" -minn 5 -maxn 3 $small
 expect "directory" supervised -input "$tmp/good.txt" -output "$tmp/no/such/m" $small
 expect "regular file" supervised -input /dev/null -output "$tmp/m" $small
+mkdir "$tmp/dir.bin"
+expect "dir.bin: it is a directory" supervised -input "$tmp/good.txt" -output "$tmp/dir" $small
 expect "unknown flag" supervised -input "$tmp/good.txt" -output "$tmp/m" -dimm 3
 expect "bad value" supervised -input "$tmp/good.txt" -output "$tmp/m" -loss hinge
 

@@ -169,6 +169,10 @@ expect "-minn 5 > -maxn 3" skipgram -input "$tmp/corpus.txt" "${out[@]}" -minn 5
 expect "-bucket 0" cbow -input "$tmp/corpus.txt" "${out[@]}" -bucket 0
 expect "no token" skipgram -input "$tmp/empty.txt" "${out[@]}"
 expect "-minCount" skipgram -input "$tmp/corpus.txt" "${out[@]}" -minCount 100000
+# both outputs are checked before training: with MODEL.vec a directory nothing is written
+mkdir "$tmp/dirout.vec"
+expect "dirout.vec: it is a directory" skipgram -input "$tmp/corpus.txt" -output "$tmp/dirout"
+[ ! -e "$tmp/dirout.bin" ] || { echo "FAIL: dirout.bin written although dirout.vec cannot be"; fail=1; }
 expect "-loss ns only" skipgram -input "$tmp/corpus.txt" "${out[@]}" -loss softmax
 expect "classifier" print-word-vectors "$tmp/classifier.bin"
 expect "classifier" nn "$tmp/classifier.bin"

@@ -203,6 +203,18 @@ def test_hs_loss_against_numpy():
     np.testing.assert_allclose(h.grad, gh, rtol=1e-12, atol=1e-14)
     assert W.grad.is_sparse and sorted(W.grad.indices[0].tolist()) == sorted(nodes)
     np.testing.assert_allclose(W.grad.to_numpy_dense(), gW, rtol=1e-12, atol=1e-14)
+    # an incoming gradient other than 1 scales both gradients (h's through a scaled copy)
+    ctx.tape_reset()
+    (sgrad.hs_loss(h, W, nodes, codes, offsets) * -0.25).backward()
+    np.testing.assert_allclose(h.grad, -0.25 * gh, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(W.grad.to_numpy_dense(), -0.25 * gW, rtol=1e-12, atol=1e-14)
+    h2 = ctx.tensor(h0[:, :1].repeat(2, 1), requires_grad=True)
+    Wt = ctx.tensor(W0[:, :2], requires_grad=True)
+    (sgrad.sgns_loss(h2, Wt, [[1, 2], [3, 4], [0, 1]]) * 3.0).backward()
+    g1 = np.array(h2.grad)
+    ctx.tape_reset()
+    sgrad.sgns_loss(h2, Wt, [[1, 2], [3, 4], [0, 1]]).backward()
+    np.testing.assert_allclose(g1, 3.0 * h2.grad, rtol=1e-12)
 
 
 def test_to_dense_passes_the_full_gradient_and_sparse_mask_restricts_it():

@@ -81,3 +81,29 @@ void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int
     *len = t->shape[dim];
     *inner = sg__prod(t->shape, dim + 1, t->ndim);
 }
+
+typedef struct {
+    const sg_tensor *src;
+    sg_tensor *dst;
+    double scale;
+} scaled_job;
+
+static void scaled_range(void *ud, int64_t lo, int64_t hi)
+{
+    const scaled_job *j = ud;
+    SG__DISPATCH_FLOAT(j->src->dtype, F, {
+        const F *src = j->src->data;
+        F *dst = j->dst->data;
+        const F a = (F)j->scale;
+        for (int64_t k = lo; k < hi; k++) dst[k] = a * src[k];
+    });
+}
+
+int sg__op_accum_scaled(sg_tensor *x, sg_tensor *dir, double scale)
+{
+    if (scale == 1.0) return sg__accum_grad(x, dir, false);
+    scaled_job j = {dir, sg__tmp_like(x, false), scale};
+    if (!j.dst) return sg__status_or_nomem(x->ctx);
+    sg__parallel_for(x->ctx, dir->numel, SG__GRAIN, scaled_range, &j);
+    return sg__accum_grad(x, j.dst, true);
+}

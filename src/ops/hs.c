@@ -67,18 +67,6 @@ static void hs_forward_range(void *ud, int64_t lo, int64_t hi)
     j->partial[lo / j->grain] = acc;
 }
 
-/* out = scale * hdir */
-static void hs_scale_range(void *ud, int64_t lo, int64_t hi)
-{
-    hs_job *j = ud;
-    SG__DISPATCH_FLOAT(j->h->dtype, F, {
-        const F *src = j->hdir->data;
-        F *dst = j->out->data;
-        const F a = (F)j->scale;
-        for (int64_t k = lo * j->D; k < hi * j->D; k++) dst[k] = a * src[k];
-    });
-}
-
 /* W's COO values (P,D): row e = scale * coef_e * h_i for the example i owning e */
 static void hs_coo_values_range(void *ud, int64_t lo, int64_t hi)
 {
@@ -117,13 +105,7 @@ static int hs_backward(sg_node *n, sg_tensor *gout)
         int rc = sg__accum_grad(W, gw, true);
         if (rc) return rc;
     }
-    if (sg__wants_grad(h) && j.hdir) {
-        if (j.scale == 1.0) return sg__accum_grad(h, j.hdir, false);
-        j.out = sg__tmp_like(h, false);
-        if (!j.out) return sg__status_or_nomem(ctx);
-        sg__parallel_for(ctx, j.B, sg__row_grain(j.D), hs_scale_range, &j);
-        return sg__accum_grad(h, j.out, true);
-    }
+    if (sg__wants_grad(h) && j.hdir) return sg__op_accum_scaled(h, j.hdir, j.scale);
     return SG_OK;
 }
 

@@ -22,6 +22,11 @@ bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b);
 /* dim in [-ndim, ndim) normalised into *out; SG_ERR_ARG otherwise. */
 bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out);
 
+/* Adds scale * dir to x's gradient, dir a float tape tensor of x's shape that the backward
+ * owns (a loss's saved direction): handed over as it is when scale is 1, else scaled into
+ * a new tape tensor first. Returns the status (SG_ERR_NOMEM recorded). */
+int sg__op_accum_scaled(sg_tensor *x, sg_tensor *dir, double scale);
+
 /* Views t as (outer, len, inner) around dimension dim (already normalised). */
 void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner);
 

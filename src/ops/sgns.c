@@ -102,18 +102,6 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
     j->partial[lo / j->grain] = acc;
 }
 
-/* out = scale * hdir */
-static void sgns_scale_range(void *ud, int64_t lo, int64_t hi)
-{
-    sgns_job *j = ud;
-    SG__DISPATCH_FLOAT(j->h->dtype, F, {
-        const F *src = j->hdir->data;
-        F *dst = j->out->data;
-        const F a = (F)j->scale;
-        for (int64_t k = lo * j->D; k < hi * j->D; k++) dst[k] = a * src[k];
-    });
-}
-
 /* W's COO values (B*T, D): row e = scale * coef_e * h_{e / T} */
 static void sgns_coo_values_range(void *ud, int64_t lo, int64_t hi)
 {
@@ -183,13 +171,7 @@ static int sgns_backward(sg_node *n, sg_tensor *gout)
         int rc = sg__accum_grad(W, gw, true);
         if (rc) return rc;
     }
-    if (sg__wants_grad(h) && j.hdir) {
-        if (g == 1.0) return sg__accum_grad(h, j.hdir, false);
-        j.out = sg__tmp_like(h, false);
-        if (!j.out) return sg__status_or_nomem(ctx);
-        sg__parallel_for(ctx, j.B, sg__row_grain(j.D), sgns_scale_range, &j);
-        return sg__accum_grad(h, j.out, true);
-    }
+    if (sg__wants_grad(h) && j.hdir) return sg__op_accum_scaled(h, j.hdir, g);
     return SG_OK;
 }
 

@@ -165,6 +165,12 @@ void tc_outfile_abort(tc_outfile *o);
 bool tc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool tc_parse_real(const char *s, double lo, double hi, double *out);
 
+/* ---- outputs checked before the long work (cli.c): path, written by rename from a
+ * temporary file beside it (or opened for writing), is not a directory or other
+ * non-regular file, and its directory exists and is writable. 0, or -1 with a message
+ * "prog: cannot write flag path: why" printed to err. */
+int tc_check_output(const char *prog, const char *flag, const char *path, FILE *err);
+
 /* ---- batched steps (cli.c): a batch ends once a table row occurs in it
  * tc_row_hit_cap(bound, lr) times. A step sums the updates of a row, so its summed step is
  * about lr * cap single steps. TC_ROW_STEP_BOUND is skip-gram's (word2vec.c's default

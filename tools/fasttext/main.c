@@ -49,23 +49,6 @@ static void usage(FILE *f)
             "  sgrad-fasttext analogies MODEL.bin [k]   A - B + C for each three words read (10)\n");
 }
 
-/* The output's directory must exist and be writable before training starts. */
-static int check_output(const char *out)
-{
-    char *dir = strdup(out);
-    if (!dir) return -1;
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int rc = 0;
-    if (access(d, W_OK)) {
-        fprintf(stderr, "sgrad-fasttext: cannot write -output %s: directory %s: %s\n", out, d,
-                strerror(errno));
-        rc = -1;
-    }
-    free(dir);
-    return rc;
-}
-
 /* Training flags into c; 0, 2 with a message, or -1 after printing the usage (-help). */
 static int parse_flags(int argc, char **argv, ft_config *c)
 {
@@ -157,7 +140,9 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
         memcpy(path + len, ".bin", 5);
         memcpy(vec, c.output, len);
         memcpy(vec + len, ".vec", 5);
-        rc = check_output(path);
+        /* both files are checked before training: a run that cannot save does not start */
+        rc = tc_check_output("sgrad-fasttext", "-output", path, stderr);
+        if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, stderr);
     }
     ft_model m;
     ft_train_result r;

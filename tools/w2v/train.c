@@ -411,39 +411,6 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
-/* An output written by rename from a temporary file beside it (or, for -log, opened for
- * writing): the path is not a directory or other non-regular file, and its directory
- * exists and is writable. 0, or -1 with a message naming flag. */
-static int check_output(const char *flag, const char *out, FILE *err)
-{
-    struct stat st;
-    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(err, "sgrad-w2v: cannot write %s %s: %s\n", flag, out,
-                S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
-        return -1;
-    }
-    const char *slash = strrchr(out, '/');
-    size_t dlen = !slash ? 1 : slash == out ? 1 : (size_t)(slash - out);
-    char *dir = malloc(dlen + 1);
-    if (!dir) {
-        fprintf(err, "sgrad-w2v: out of memory\n");
-        return -1;
-    }
-    memcpy(dir, slash ? out : ".", dlen);
-    dir[dlen] = '\0';
-    int rc = 0;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(err, "sgrad-w2v: cannot write %s %s: directory %s %s\n", flag, out, dir,
-                errno == ENOENT || stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-        rc = -1;
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(err, "sgrad-w2v: cannot write %s %s: directory %s: %s\n", flag, out, dir, strerror(errno));
-        rc = -1;
-    }
-    free(dir);
-    return rc;
-}
-
 int w2v_check_paths(const w2v_config *cfg, FILE *err)
 {
     struct stat st;
@@ -486,7 +453,7 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
                 fprintf(err, "sgrad-w2v: %s and %s are the same file %s\n", flags[k], flags[i], paths[i]);
                 return -1;
             }
-        if (check_output(flags[i], paths[i], err)) return -1;
+        if (tc_check_output("sgrad-w2v", flags[i], paths[i], err)) return -1;
     }
     return 0;
 }
