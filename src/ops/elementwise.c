@@ -42,6 +42,11 @@ static bool bcast_init(bcast *bc, const sg_tensor *a, const sg_tensor *b)
         if (q >= 0) bc->shape[q] = bc->d[p];
     }
     bc->numel = bc->d[0] * bc->d[1] * bc->d[2] * bc->d[3];
+    if (a->numel == bc->numel && b->numel == bc->numel) { /* no stretching: one flat row */
+        for (int p = 0; p < 3; p++) bc->d[p] = 1, bc->st[0][p] = bc->st[1][p] = 0;
+        bc->d[3] = bc->numel;
+        bc->st[0][3] = bc->st[1][3] = 1;
+    }
     return true;
 }
 
@@ -65,6 +70,12 @@ static bool bcast_full(const bcast *bc, const sg_tensor *t)
     return true;
 }
 
+/* How the backward writes its buffer: ACCUM adds operand `which`'s terms (a broadcast
+ * operand's elements receive several); SET writes them (the operand has the output's shape,
+ * one term per element, so the buffer needs no zeroing); SET_BOTH writes operand 0's term
+ * plus operand 1's (op(x, x): the whole gradient of x in one pass). */
+typedef enum { BIN_GRAD_ACCUM, BIN_GRAD_SET, BIN_GRAD_SET_BOTH } bin_grad_mode;
+
 typedef struct {
     const bcast *bc;
     sg_dtype dtype;
@@ -73,6 +84,7 @@ typedef struct {
     const void *g; /* backward: gradient of the output */
     void *dst;     /* forward: the output; backward: gradient of operand `which` */
     int which;
+    bin_grad_mode mode; /* backward only */
 } bin_job;
 
 /* Walks flat output elements [lo, hi) row by row: x, y point at the operands' elements of
@@ -125,22 +137,47 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-/* dst[operand `which`'s element] += EXPR (of gv, xv, yv) for columns [j0, j1) of row r. */
-#define BIN_GRAD_ROW(EXPR)                                                       \
+/* dst[operand `which`'s element] OP EXPR (of gv, xv, yv) for columns [j0, j1) of row r. */
+#define BIN_GRAD_ROW_OP(OP, EXPR)                                                \
     do {                                                                         \
         const T *x = A + row_off(bc, 0, r);                                      \
         const T *y = B + row_off(bc, 1, r);                                      \
         const T *gr = G + r * n3;                                                \
         T *dr = D + row_off(bc, J->which, r);                                    \
-        for (int64_t j = j0; j < j1; j++) {                                      \
-            T gv = gr[j];                                                        \
-            T xv = x[j * sa];                                                    \
-            T yv = y[j * sb];                                                    \
-            (void)xv;                                                            \
-            (void)yv;                                                            \
-            dr[j * sd] += EXPR;                                                  \
+        if (sa == 1 && sb == 1 && sd == 1) {                                     \
+            for (int64_t j = j0; j < j1; j++) {                                  \
+                T gv = gr[j];                                                    \
+                T xv = x[j];                                                     \
+                T yv = y[j];                                                     \
+                (void)xv;                                                        \
+                (void)yv;                                                        \
+                dr[j] OP EXPR;                                                   \
+            }                                                                    \
+        } else {                                                                 \
+            for (int64_t j = j0; j < j1; j++) {                                  \
+                T gv = gr[j];                                                    \
+                T xv = x[j * sa];                                                \
+                T yv = y[j * sb];                                                \
+                (void)xv;                                                        \
+                (void)yv;                                                        \
+                dr[j * sd] OP EXPR;                                              \
+            }                                                                    \
         }                                                                        \
     } while (0);
+
+/* The gradient terms of operand 0 (E0) and operand 1 (E1), walked in the job's mode. */
+#define BIN_GRAD_TERMS(E0, E1)                                                   \
+    switch (J->mode) {                                                           \
+    case BIN_GRAD_ACCUM:                                                         \
+        if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(+=, E0))             \
+        else BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(+=, E1))                           \
+        break;                                                                   \
+    case BIN_GRAD_SET:                                                           \
+        if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(=, E0))              \
+        else BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(=, E1))                            \
+        break;                                                                   \
+    case BIN_GRAD_SET_BOTH: BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(=, (E0) + (E1))) break; \
+    }
 
 static void bin_grad(void *ud, int64_t lo, int64_t hi)
 {
@@ -154,39 +191,36 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
         const T *G = J->g;
         T *D = J->dst;
         switch (J->kind) {
-        case BIN_ADD: BIN_WALK(lo, hi, BIN_GRAD_ROW(gv)) break;
-        case BIN_SUB:
-            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv))
-            else BIN_WALK(lo, hi, BIN_GRAD_ROW(-gv))
-            break;
-        case BIN_MUL:
-            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv * yv))
-            else BIN_WALK(lo, hi, BIN_GRAD_ROW(gv * xv))
-            break;
-        case BIN_DIV:
-            if (J->which == 0) BIN_WALK(lo, hi, BIN_GRAD_ROW(gv / yv))
-            else BIN_WALK(lo, hi, BIN_GRAD_ROW(-gv * xv / (yv * yv)))
-            break;
+        case BIN_ADD: BIN_GRAD_TERMS(gv, gv) break;
+        case BIN_SUB: BIN_GRAD_TERMS(gv, -gv) break;
+        case BIN_MUL: BIN_GRAD_TERMS(gv * yv, gv * xv) break;
+        case BIN_DIV: BIN_GRAD_TERMS(gv / yv, -gv * xv / (yv * yv)) break;
         }
     });
 }
 
 /* Gradient of operand `which` (its own shape) from gout; NULL on NOMEM. With `both` (the
- * two operands are one tensor) the buffer receives operand 0's terms and then operand 1's:
- * the whole gradient of that tensor in one buffer. */
+ * two operands are one tensor) the buffer receives operand 0's terms plus operand 1's: the
+ * whole gradient of that tensor in one buffer. An operand of the output's shape gets one
+ * term per element, written in one parallel pass; a broadcast one sums its terms on one
+ * thread, in output order (so the sum does not depend on the thread count). */
 static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *gout, int which,
                                  bool both)
 {
     sg_tensor *x = n->in[which];
-    sg_tensor *g = sg__tmp_like(x, true);
+    const bool full = bcast_full(bc, x);
+    sg_tensor *g = sg__tmp_like(x, !full);
     if (!g) return NULL;
+    bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
+                 gout->data, g->data, which, BIN_GRAD_ACCUM};
+    if (full) {
+        J.mode = both ? BIN_GRAD_SET_BOTH : BIN_GRAD_SET;
+        sg__parallel_for(x->ctx, bc->numel, SG__GRAIN, bin_grad, &J);
+        return g;
+    }
     for (int k = both ? 0 : which; k <= which; k++) {
-        bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
-                     gout->data, g->data, k};
-        if (bcast_full(bc, x))
-            sg__parallel_for(x->ctx, bc->numel, SG__GRAIN, bin_grad, &J);
-        else
-            bin_grad(&J, 0, bc->numel); /* reduction: one thread, output order */
+        J.which = k;
+        bin_grad(&J, 0, bc->numel);
     }
     return g;
 }
@@ -243,7 +277,7 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     }
     sg_tensor *out = sg__tmp(ctx, a->dtype, bc.ndim, bc.shape, false);
     if (!out) return NULL;
-    bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0};
+    bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0, BIN_GRAD_ACCUM};
     sg__parallel_for(ctx, bc.numel, SG__GRAIN, bin_fwd, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(ctx, 2, in)) {
