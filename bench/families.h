@@ -6,11 +6,13 @@
     X(sparse, "embedding gather/backward, index-add (1 and 2 threads), coalesce") \
     X(optim, "optimizer train steps (fused and unfused), many parameters, dense vs sparse")
 
-/* Families that run only when named, never by "all": dist needs mpirun and the MPI module
- * (built when SGRAD_MPI is on). */
+/* Families that run only when named, never by "all": pystep is half of a comparison with
+ * the Python script; dist needs mpirun and the MPI module (built when SGRAD_MPI is on). */
+#define SGB_PYSTEP(X) X(pystep, "the step of bench/python_vs_torch.py in C: the same ops, sizes and batches")
 #ifdef SGB_WITH_MPI
 #define SGB_NAMED_FAMILIES(X) \
+    SGB_PYSTEP(X) \
     X(dist, "data-parallel embedding step under mpirun: step time, bytes sent per rank, sparse vs dense")
 #else
-#define SGB_NAMED_FAMILIES(X)
+#define SGB_NAMED_FAMILIES(X) SGB_PYSTEP(X)
 #endif
