@@ -8,7 +8,13 @@
  *   arithmetic on the same table and state: gather + loss, then the update with gradient
  *   2 * out; nonlinear updates first sum duplicate rows (grouping through a V-sized slot
  *   array); exact lazy momentum/decay catches rows up by 2x2 matrix powers; LazyAdam's
- *   bias corrections call pow. opt_step_ms: sg_optim_step alone (unfused).
+ *   bias corrections call pow. opt_step_ms: sg_optim_step alone (unfused). probe_ms (SGD
+ *   only): plain loops making the passes over (B,D) memory that the library's tape makes
+ *   for this step, each its own loop: gather the rows, read them for the loss (rowdot),
+ *   write the gradient 2 * out into a second (B,D) buffer (rowdot's backward; the
+ *   embedding's backward borrows it), update the rows from it. The library makes these
+ *   passes fused or not (the unfused sparse gradient is that borrowed buffer, so fusing
+ *   saves no pass here); ms / probe_ms is what the tape costs beyond its passes.
  * many_params: P parameters of 64 floats, 10 of them with a (dense) gradient; the time of
  *   one sg_optim_step; ref_ms: the same update written as a loop over the 10 arrays.
  * dense_vs_sparse: the train step with the gradient made dense (a zero table plus a
@@ -60,6 +66,7 @@ typedef struct {
     int64_t V;
     /* reference loop */
     float *out;                 /* (B, D) */
+    float *probe_g;             /* (B, D): the probe's gradient rows */
     int64_t *slot;              /* (V), -1 at rest */
     int64_t *rows, *off, *occ;  /* grouping, (B) each (+1 for off) */
     int64_t ref_step;           /* steps the reference took (exact lazy SGD, LazyAdam) */
@@ -247,6 +254,29 @@ static void ref_step(void *ud)
     }
 }
 
+/* Plain SGD through the library's passes (probe_ms in the header). */
+static void probe_sgd_step(void *ud)
+{
+    tcase *c = ud;
+    const int64_t *idx = sg_tensor_data(c->batch[c->next_ref++ % TS_BATCHES]);
+    float *W = sg_tensor_f32(c->W), *out = c->out, *g = c->probe_g;
+    const int64_t D = TS_D;
+    for (int64_t b = 0; b < TS_B; b++) {
+        const float *w = W + idx[b] * D;
+        for (int64_t j = 0; j < D; j++) out[b * D + j] = w[j];
+    }
+    double lane[8] = {0};
+    for (int64_t b = 0; b < TS_B; b++)
+        for (int64_t j = 0; j < D; j += 8)
+            for (int k = 0; k < 8; k++) lane[k] += (double)out[b * D + j + k] * out[b * D + j + k];
+    sgb_sink(lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7]);
+    for (int64_t i = 0; i < TS_B * D; i++) g[i] = out[i] + out[i];
+    for (int64_t b = 0; b < TS_B; b++) {
+        float *w = W + idx[b] * D;
+        for (int64_t j = 0; j < D; j++) w[j] -= (float)LR * g[b * D + j];
+    }
+}
+
 /* Puts the table back to its first values and the optimizer's state to zeros (step 0):
  * every timed run starts from the same point and takes the same steps, so the library,
  * the reference and the fused path do the same arithmetic on the same numbers (this
@@ -306,6 +336,7 @@ static int train_cases(const sgb_cfg *cfg, int threads)
             for (int64_t i = 0; i < TS_B; i++) d[i] = (int64_t)(sg_rand_u64(ctx) % (uint64_t)V);
         }
         c.out = malloc((size_t)TS_B * TS_D * sizeof *c.out);
+        c.probe_g = malloc((size_t)TS_B * TS_D * sizeof *c.probe_g);
         c.slot = malloc((size_t)V * sizeof *c.slot);
         c.rows = malloc(TS_B * sizeof *c.rows);
         c.off = malloc((TS_B + 1) * sizeof *c.off);
@@ -341,6 +372,12 @@ static int train_cases(const sgb_cfg *cfg, int threads)
                 }
                 size_t el = strlen(extra);
                 snprintf(extra + el, sizeof extra - el, "%s\"max_diff_vs_ref\":%.3g", el ? "," : "", diff);
+                if (k == OPT_SGD) {
+                    reset_case(&c, w0);
+                    el = strlen(extra);
+                    snprintf(extra + el, sizeof extra - el, ",\"probe_ms\":%.4g",
+                             sgb_median_ms(probe_sgd_step, &c, reps));
+                }
                 char params[160];
                 snprintf(params, sizeof params, "{\"opt\":\"%s\",\"fused\":%s,\"V\":%lld,\"B\":%d,\"D\":%d}",
                          opt_names[k], fused ? "true" : "false", (long long)V, TS_B, TS_D);
@@ -363,6 +400,7 @@ static int train_cases(const sgb_cfg *cfg, int threads)
         free(w0);
         free(w_lib);
         free(c.out);
+        free(c.probe_g);
         free(c.slot);
         free(c.rows);
         free(c.off);

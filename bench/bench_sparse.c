@@ -13,9 +13,13 @@
  *   The 2-thread row reports its speedup over the 1-thread library row and whether its
  *   result is bitwise equal to the 1-thread one (its ref_ms is the 1-thread loop again).
  * - coalesce: nnz = 1e6 random rows of V = 1e6 through sg_coalesce (tape reset after
- *   each), on one thread and on two. Reference: memcpy of the values array.
- * Library and reference runs alternate, so that load from other processes hits both alike;
- * ms and ref_ms are the medians of each. */
+ *   each), on one thread and on two. Reference: memcpy of the values array. probe_ms: a
+ *   plain loop copying every value row in sorted-row order, by an order computed before
+ *   timing (out[k] = values[order[k]]): the reordering traffic any out-of-place coalesce
+ *   must do, with no sort and no summation; ms / probe_ms is the library's distance from
+ *   that bound (the copy writes all nnz rows, the coalesce only the unique ones).
+ * Library, reference and probe runs alternate, so that load from other processes hits
+ * them alike; ms, ref_ms and probe_ms are the medians of each. */
 #include "bench.h"
 #include "sgrad.h"
 
@@ -31,28 +35,40 @@ static int cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Medians of lib(ud) and ref(ud) timed alternately (after one warm-up of each), so that a
- * change in the machine's load affects both alike. */
-static void paired_median(void (*lib)(void *), void (*ref)(void *), void *ud, int reps, double *lib_ms,
-                          double *ref_ms)
+/* Medians of lib(ud), ref(ud) and, unless probe is NULL, probe(ud), timed alternately
+ * (after one warm-up of each), so that a change in the machine's load affects them alike. */
+static void timed_medians(void (*lib)(void *), void (*ref)(void *), void (*probe)(void *), void *ud, int reps,
+                          double *lib_ms, double *ref_ms, double *probe_ms)
 {
-    double tl[201], tr[201];
+    double tl[201], tr[201], tp[201];
     if (reps > 201) reps = 201;
     if (reps < 1) reps = 1;
     lib(ud);
     ref(ud);
+    if (probe) probe(ud);
     for (int i = 0; i < reps; i++) {
         double t0 = sgb_now_ms();
         lib(ud);
         double t1 = sgb_now_ms();
         ref(ud);
-        tr[i] = sgb_now_ms() - t1;
+        double t2 = sgb_now_ms();
+        if (probe) probe(ud);
+        tp[i] = sgb_now_ms() - t2;
+        tr[i] = t2 - t1;
         tl[i] = t1 - t0;
     }
     qsort(tl, (size_t)reps, sizeof *tl, cmp_ms);
     qsort(tr, (size_t)reps, sizeof *tr, cmp_ms);
+    qsort(tp, (size_t)reps, sizeof *tp, cmp_ms);
     *lib_ms = tl[reps / 2];
     *ref_ms = tr[reps / 2];
+    if (probe_ms) *probe_ms = tp[reps / 2];
+}
+
+static void paired_median(void (*lib)(void *), void (*ref)(void *), void *ud, int reps, double *lib_ms,
+                          double *ref_ms)
+{
+    timed_medians(lib, ref, NULL, ud, reps, lib_ms, ref_ms, NULL);
 }
 
 static int fail(sg_ctx *ctx, const char *what)
@@ -247,6 +263,7 @@ typedef struct {
     sg_tensor *src;
     void *copy;
     size_t bytes;
+    int64_t *order; /* entries by row, ties in entry order (the probe's order) */
     int64_t unique;
     int err;
 } co_case;
@@ -267,6 +284,33 @@ static void co_ref(void *ud)
     sgb_sink(((float *)c->copy)[0]);
 }
 
+static void co_probe(void *ud)
+{
+    co_case *c = ud;
+    const float *v = sg_tensor_data(sg_coo_values(c->src));
+    float *out = c->copy;
+    int64_t n = sg_coo_nnz(c->src);
+    for (int64_t k = 0; k < n; k++) memcpy(out + k * D, v + c->order[k] * D, D * sizeof *out);
+    sgb_sink(out[0]);
+}
+
+/* The entries of n rows in [0, V) ordered by row, ties in entry order (a counting sort);
+ * NULL when out of memory. */
+static int64_t *rows_order(const int64_t *rows, int64_t n, int64_t V)
+{
+    int64_t *start = calloc((size_t)V + 1, sizeof *start), *order = malloc((size_t)n * sizeof *order);
+    if (start && order) {
+        for (int64_t e = 0; e < n; e++) start[rows[e] + 1]++;
+        for (int64_t r = 0; r < V; r++) start[r + 1] += start[r];
+        for (int64_t e = 0; e < n; e++) order[start[rows[e]]++] = e;
+    } else {
+        free(order);
+        order = NULL;
+    }
+    free(start);
+    return order;
+}
+
 static int bench_coalesce(const sgb_cfg *cfg, int threads)
 {
     int64_t n = cfg->quick ? 100000 : 1000000, V = n;
@@ -277,23 +321,24 @@ static int bench_coalesce(const sgb_cfg *cfg, int threads)
     if (!rows || !val) return fail(ctx, "coalesce setup");
     for (int64_t i = 0; i < n * D; i++) val[i] = (float)sg_rand_uniform(ctx);
     co_case c = {ctx, sg_coo_new(ctx, SG_F32, 2, shape, 1, n, sg_tensor_data(rows), val), NULL,
-                 (size_t)(n * D) * sizeof(float), 0, 0};
+                 (size_t)(n * D) * sizeof(float), rows_order(sg_tensor_data(rows), n, V), 0, 0};
     free(val);
     c.copy = malloc(c.bytes);
-    if (!c.src || !c.copy) return fail(ctx, "coalesce setup");
+    if (!c.src || !c.copy || !c.order) return fail(ctx, "coalesce setup");
     int reps = sgb_reps(cfg, 9);
-    char params[128], extra[64];
+    char params[128], extra[96];
     snprintf(params, sizeof params, "{\"nnz\":%lld,\"V\":%lld,\"D\":%d}", (long long)n, (long long)V, D);
     int tcounts[2] = {threads, 2};
     for (int k = 0; k < (threads == 2 ? 1 : 2); k++) {
         sg_ctx_set_threads(ctx, tcounts[k]);
-        double ms, ref;
-        paired_median(co_lib, co_ref, &c, reps, &ms, &ref);
+        double ms, ref, probe;
+        timed_medians(co_lib, co_ref, co_probe, &c, reps, &ms, &ref, &probe);
         if (c.err) return fail(ctx, "coalesce");
-        snprintf(extra, sizeof extra, "\"unique\":%lld", (long long)c.unique);
+        snprintf(extra, sizeof extra, "\"unique\":%lld,\"probe_ms\":%.6g", (long long)c.unique, probe);
         sgb_emit("sparse", "coalesce", params, ms, ref, tcounts[k], extra);
     }
     free(c.copy);
+    free(c.order);
     sg_ctx_free(ctx);
     return 0;
 }

@@ -301,6 +301,65 @@ TEST(adam_by_hand_and_against_reference)
     sg_ctx_free(ctx);
 }
 
+/* Parameters of one step at different step counts (one joined later): each gets its own
+ * bias corrections, whatever the order the step meets them in. */
+TEST(adam_parameters_at_different_step_counts)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_adam_opts o = {0.05, 0.8, 0.9, 1e-8, 0, 0};
+    enum { N = 3, W = 4 };
+    double w[N][W], m[N][W] = {{0}}, v[N][W] = {{0}}, g[W];
+    int64_t t[N] = {0};
+    sg_tensor *P[N];
+    sg_optim *opt = sg_optim_adam(ctx, &o);
+    for (int p = 0; p < N; p++) {
+        for (int i = 0; i < W; i++) w[p][i] = tu_rand_unit();
+        P[p] = param2(ctx, 1, W, w[p]);
+        CHECK(sg_optim_add_param(opt, P[p]) == SG_OK);
+    }
+    /* steps 1-3: parameters 0 and 2 only; steps 4-6: all three, met in the order 0, 1, 2
+     * (step counts 4, 1, 4 at step 4) */
+    for (int s = 1; s <= 6; s++) {
+        for (int p = 0; p < N; p++) {
+            if (p == 1 && s <= 3) continue;
+            for (int i = 0; i < W; i++) g[i] = tu_rand_unit();
+            give_dense(P[p], g);
+            t[p]++;
+            for (int i = 0; i < W; i++)
+                ref_adam(&w[p][i], &m[p][i], &v[p][i], g[i], t[p], o.lr, o.beta1, o.beta2, o.eps, 0, 0);
+        }
+        CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+        sg_tape_reset(ctx);
+    }
+    for (int p = 0; p < N; p++)
+        for (int i = 0; i < W; i++) CHECK_NEAR(at(P[p], i), w[p][i], 1e-13);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
+/* Steps taken without a tape reset in between (the same gradients applied again) do not
+ * grow the step arena when few parameters have a gradient. */
+TEST(repeated_steps_without_reset_keep_the_arena)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    enum { N = 10, W = 8, STEPS = 4000 };
+    sg_optim *opt = sg_optim_adam(ctx, NULL);
+    double g[W];
+    for (int i = 0; i < W; i++) g[i] = tu_rand_unit();
+    for (int p = 0; p < N; p++) {
+        sg_tensor *P = param2(ctx, 1, W, NULL);
+        CHECK(sg_optim_add_param(opt, P) == SG_OK);
+        give_dense(P, g);
+    }
+    CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+    size_t arena = sg_ctx_mem_stats(ctx).arena_bytes;
+    for (int s = 1; s < STEPS; s++) CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+    CHECK(sg_ctx_mem_stats(ctx).arena_bytes == arena);
+    CHECK(sg_optim_steps(opt) == STEPS);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+}
+
 TEST(adam_with_sparse_gradient_is_dense_adam)
 {
     /* dense Adam given COO gradients moves untouched rows along their first moment, as

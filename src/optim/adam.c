@@ -76,26 +76,37 @@ static int adam_init(sg_optim *opt, sg__pstate *ps)
         }                                                                                  \
     } while (0)
 
+/* A dense Adam update: the job and its bias corrections, computed once for all chunks. */
+typedef struct {
+    sg__optim_job job;
+    double step_size, bc2s;
+} adam_dense_job;
+
 /* Elements [lo, hi) of the job's parameter. */
 static void adam_dense_range(void *vj, int64_t lo, int64_t hi)
 {
-    const sg__optim_job *job = vj;
+    const adam_dense_job *aj = vj;
+    const sg__optim_job *job = &aj->job;
     const sg_adam_opts *o = &job->opt->o.adam;
-    double step_size = job->lr / (1 - pow(o->beta1, (double)job->s));
-    double bc2s = sqrt(1 - pow(o->beta2, (double)job->s));
     SG__DISPATCH_FLOAT(job->ps->param->dtype, T, {
         T *w = (T *)job->ps->param->data + lo;
         T *m = (T *)job->ps->state[1]->data + lo;
         T *v = (T *)job->ps->state[2]->data + lo;
         const T *gg = (const T *)job->g + lo;
-        ADAM_ELEMS(T, w, m, v, gg, hi - lo, o, step_size, bc2s, job->lr);
+        ADAM_ELEMS(T, w, m, v, gg, hi - lo, o, aj->step_size, aj->bc2s, job->lr);
     });
 }
 
 static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
-    sg__optim_job job = {opt, ps, NULL, g, s, lr};
-    sg__parallel_for(opt->ctx, ps->param->numel, SG__GRAIN, adam_dense_range, &job);
+    const sg_adam_opts *o = &opt->o.adam;
+    if (opt->adam_pow_step != s) {
+        opt->adam_pow[0] = pow(o->beta1, (double)s);
+        opt->adam_pow[1] = pow(o->beta2, (double)s);
+        opt->adam_pow_step = s;
+    }
+    adam_dense_job aj = {{opt, ps, NULL, g, s, lr}, lr / (1 - opt->adam_pow[0]), sqrt(1 - opt->adam_pow[1])};
+    sg__parallel_for(opt->ctx, ps->param->numel, SG__GRAIN, adam_dense_range, &aj);
 }
 
 /* Groups [lo, hi) of the job's rows. */

@@ -341,6 +341,9 @@ sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i, co
 
 /* ---- planning: everything a parameter's update needs, allocated before any write */
 
+/* Plans a step keeps on the stack (more come from the step arena). */
+#define SG__OPTIM_STACK_PLANS 16
+
 typedef struct {
     sg__pstate *ps;
     const void *g; /* dense: (numel); rows: (.., width) */
@@ -637,11 +640,13 @@ int sg_optim_step(sg_optim *opt)
     if (rc) return rc;
     /* One pass over the gradient store (O(gradients), not O(parameters)); plans has room
      * for every entry, of which those without a gradient or of another optimizer are
-     * skipped. */
+     * skipped. A few plans live on the stack: steps taken without a tape reset in between
+     * then do not grow the step arena (each growth faults fresh pages in). */
     const int64_t cnt = sg_grads_count(ctx);
     opt->visited = 0;
-    plan *plans = cnt ? sg__arena_alloc(ctx, (size_t)cnt * sizeof *plans) : NULL;
-    if (cnt && !plans) return ctx->status;
+    plan few[SG__OPTIM_STACK_PLANS];
+    plan *plans = cnt <= SG__OPTIM_STACK_PLANS ? few : sg__arena_alloc(ctx, (size_t)cnt * sizeof *plans);
+    if (!plans) return ctx->status;
     int64_t n = 0;
     for (int64_t i = 0; i < cnt; i++) {
         sg_tensor *p = sg_grads_param(ctx, i);

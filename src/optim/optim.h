@@ -110,6 +110,10 @@ struct sg_optim {
 
     /* LazyAdam: beta^k for k < 2^30 as a product of three tables of 1024 (adam.c) */
     double *beta_pow;
+    /* Adam: beta1^s and beta2^s of the last step count s a dense update used (0: none),
+     * so that the parameters of one step, which share s, call pow once (adam.c) */
+    int64_t adam_pow_step;
+    double adam_pow[2];
 
     /* exact lazy SGD: pw[j] = M(pw_lr)^(2^j) (row-major 2x2) for j < pw_n */
     double pw_lr;
