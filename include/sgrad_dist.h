@@ -39,10 +39,20 @@
  *   (no rank hangs waiting for a message that never comes). Two parameters of one shape
  *   given in different orders cannot be told apart by this check.
  *
- * Failures of MPI itself (a rank that died, a broken connection) come back as SG_ERR_IO
- * with MPI's message: the module duplicates the communicator and sets MPI_ERRORS_RETURN
- * on its copy. Whether MPI then returns or the runtime ends the job is up to the MPI
- * implementation (Open MPI 4 ends the job when a rank exits without MPI_Finalize).
+ * Failures of MPI itself (a broken connection) come back as SG_ERR_IO with MPI's
+ * message: the module duplicates the communicator and sets MPI_ERRORS_RETURN on its copy.
+ * A rank that died or stopped is caught by a deadline instead, since MPI without fault
+ * tolerance (Open MPI 4) returns no error for it and never completes the collective:
+ * every collective of the module (the table's too) is started non-blocking and given at
+ * most the handle's timeout (sg_dist_set_timeout; default SGRAD_DIST_TIMEOUT seconds from
+ * the environment, else SG_DIST_TIMEOUT_DEFAULT) to complete. Past it the call fails
+ * with SG_ERR_IO, "<function>: rank r of P: no answer from the other ranks within T s in
+ * <collective>: a rank has died or stopped"; the collective stays pending, so the handle
+ * refuses every later one at once (SG_ERR_IO) and the program should end the job
+ * (MPI_Abort: MPI_Finalize would wait for the missing rank). Under a plain mpirun,
+ * Open MPI ends the whole job itself within a second or two of a rank's death, before
+ * any deadline; with `mpirun --enable-recovery` it leaves the survivors running and the
+ * deadline is what stops them.
  */
 #ifndef SGRAD_DIST_H
 #define SGRAD_DIST_H
@@ -79,9 +89,20 @@ typedef struct {
 /* A handle for gradient exchange over comm (an intracommunicator; duplicated, so the
  * caller's communicator and its error handler are untouched). Collective over comm. opts
  * NULL: SG_DIST_OPTS_DEFAULT. MPI must be initialised. Returns NULL on error, recorded on
- * ctx: SG_ERR_NULL, SG_ERR_ARG (bad options), SG_ERR_STATE (MPI not initialised),
- * SG_ERR_IO (MPI failed), SG_ERR_NOMEM. */
+ * ctx: SG_ERR_NULL, SG_ERR_ARG (bad options; SGRAD_DIST_TIMEOUT set on some rank but not
+ * a number of seconds > 0: on every rank), SG_ERR_STATE (MPI not initialised), SG_ERR_IO
+ * (MPI failed), SG_ERR_NOMEM. */
 SG_API sg_dist *sg_dist_new(sg_ctx *ctx, MPI_Comm comm, const sg_dist_opts *opts);
+/* The default timeout of a collective, in seconds: a rank waits for the others at most
+ * this long. A legitimate wait is the imbalance between ranks, a step's work or one
+ * rank's checkpoint write, far below five minutes; a dead rank costs at most this long. */
+#define SG_DIST_TIMEOUT_DEFAULT 300.0
+
+/* Sets how long each later collective of d (and of its tables) may wait for the other
+ * ranks: seconds > 0, INFINITY for no deadline. This rank only (not collective): give
+ * every rank the same. SG_ERR_NULL, SG_ERR_ARG (seconds not > 0, or NaN). */
+SG_API int sg_dist_set_timeout(sg_dist *d, double seconds);
+
 /* Frees the handle and its communicator (collective, as MPI_Comm_free). NULL: no-op. Free
  * it before sg_ctx_free of its context and before MPI_Finalize. */
 SG_API void sg_dist_free(sg_dist *d);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # sg_dist under mpirun on loopback: tests/dist/test_dist.c (gradient exchange) and
 # tests/dist/test_dist_table.c (sharded tables) with 2 ranks and with 4 (oversubscribed
-# on a 2-core machine), then a job whose rank 1 exits at once must end
-# with a non-zero status within a timeout instead of hanging (Open MPI 4 ends the whole
-# job when a rank exits without MPI_Finalize; the survivors may also see an error first).
+# on a 2-core machine), then a job whose rank 1 kills itself mid-run (SIGKILL): under a
+# plain mpirun the job must end with a non-zero status within a timeout (Open MPI 4 kills
+# the survivors itself); under `mpirun --enable-recovery`, which leaves them running, each
+# survivor must print its own error from the module's deadline (SGRAD_DIST_TIMEOUT=2) and
+# exit 1, well within the timeout.
 # Skips (exit 77) when the build has no MPI module (SGRAD_MPI off: no libopenmpi-dev).
 set -euo pipefail
 build=${1:-build}
@@ -80,4 +82,28 @@ if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
     exit 1
 fi
 echo "test_dist: a dead rank ended the job with status $status after ${took} s"
+# With --enable-recovery mpirun's own status is 0 whatever the ranks return, so each rank
+# runs under a shell that prints its exit status. The survivors end without MPI_Finalize
+# (it would wait for the dead rank), so Open MPI's memory is still held: no leak check.
+log=$ckdir/die.txt
+status=0
+start=$(date +%s)
+SGRAD_DIST_TIMEOUT=2 ASAN_OPTIONS=detect_leaks=0 timeout 60 "${mpi[@]}" --enable-recovery \
+    -x SGRAD_DIST_TIMEOUT -x ASAN_OPTIONS -np 3 \
+    bash -c '"$0" die; echo "rank $OMPI_COMM_WORLD_RANK exited $?"' "$bin" >"$log" 2>&1 || status=$?
+took=$(( $(date +%s) - start ))
+ok=1
+[ "$status" -ne 124 ] || ok=0
+grep -q '^rank 1 exited 137$' "$log" || ok=0
+for r in 0 2; do
+    grep -q "^rank $r: .*sg_dist_reduce_grads: rank $r of 3: no answer from the other ranks within 2 s in MPI_" "$log" || ok=0
+    grep -q "^rank $r exited 1$" "$log" || ok=0
+done
+if [ "$ok" -ne 1 ]; then
+    echo "test_dist: under --enable-recovery, after ${took} s (status $status), wanted rank 1 killed and ranks 0 and 2 each"
+    echo "reporting the timeout and exiting 1:"
+    cat "$log"
+    exit 1
+fi
+echo "test_dist: under --enable-recovery each survivor reported the dead rank itself and exited 1, after ${took} s"
 echo "1 passed, 0 failed"

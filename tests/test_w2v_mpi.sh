@@ -2,7 +2,10 @@
 # sgrad-w2v under mpirun (tools/w2v/dist.c): 2 ranks train one model and rank 0 alone
 # writes vectors that load; two runs with one seed give the same file byte for byte;
 # ranks given different flags, or -checkpoint, fail on every rank with a message (no
-# hang: each job runs under a timeout); and on the first 2 MB of the bundled corpus the
+# hang: each job runs under a timeout); a rank killed (kill -9) mid-training makes the
+# job end with an error, and under `mpirun --enable-recovery` (where Open MPI leaves the
+# survivor running) the survivor print its own timeout message (-dist-timeout 2) and end
+# the job without writing vectors; and on the first 2 MB of the bundled corpus the
 # 2-rank model's analogy accuracy is within 2 points of one process's (measured with
 # these flags, seeds 1-4: one process 3.28-4.59%, 2 ranks 3.03-3.73%).
 # Skips (exit 77) when the build has no MPI module, no sgrad-w2v or no mpirun.
@@ -54,6 +57,33 @@ if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || ! grep -q 'not supported unde
     exit 1
 fi
 echo "test_w2v_mpi: different flags across ranks and -checkpoint are refused on every rank"
+
+# a rank killed mid-training: rank 1's shell arms a kill -9 of itself (exec keeps its pid
+# for sgrad-w2v) after 2 s; -iter 50 keeps training going well past that
+kill_rank1='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 2; kill -9 $$) & fi; exec "$@"'
+long=("${flags[@]}" -iter 50 -dist-timeout 2 -output "$tmp/k.bin")
+status=0
+timeout 60 "${mpi[@]}" -np 2 bash -c "$kill_rank1" rank "$w2v" "${long[@]}" >"$tmp/err.txt" 2>&1 || status=$?
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || [ -e "$tmp/k.bin" ]; then
+    echo "test_w2v_mpi: a rank killed mid-run: status $status (wanted an error before the timeout, no vectors):"
+    cat "$tmp/err.txt"
+    exit 1
+fi
+# mpirun --enable-recovery exits 0 whatever its ranks do: the survivor's message and the
+# missing vectors file are the evidence
+status=0
+start=$(date +%s)
+timeout 60 "${mpi[@]}" --enable-recovery -np 2 bash -c "$kill_rank1" rank "$w2v" "${long[@]}" >"$tmp/err.txt" 2>&1 ||
+    status=$?
+took=$(( $(date +%s) - start ))
+if [ "$status" -eq 124 ] || [ -e "$tmp/k.bin" ] ||
+    ! grep -q '^sgrad-w2v: rank 0 of 2: no answer from the other ranks within 2 s in ' "$tmp/err.txt"; then
+    echo "test_w2v_mpi: a rank killed mid-run under --enable-recovery: status $status after ${took} s, wanted rank 0's"
+    echo "timeout message and no vectors:"
+    cat "$tmp/err.txt"
+    exit 1
+fi
+echo "test_w2v_mpi: a rank killed mid-run ends the job; under --enable-recovery the survivor reported it after ${took} s"
 
 # quality: the 2-rank vectors against one process's, same flags and seed
 "$w2v" "${flags[@]}" -seed 1 -output "$tmp/one.bin"

@@ -11,6 +11,9 @@
  * anyway (the header allgather, the allocation agreement), never by leaving one out.
  * Values are only ever summed here, in rank order; MPI reduces nothing but the status
  * (MPI_MAX) and the bitmap of rows touched (MPI_BOR), where order cannot matter.
+ * Every collective is the non-blocking form run by SG__DIST_RUN, against the
+ * handle's deadline: Open MPI 4 without ULFM neither returns an error nor completes a
+ * collective whose peer died, so the deadline is what turns a dead rank into an error.
  */
 #include "dist/dist.h"
 
@@ -33,6 +36,8 @@ struct sg_dist {
     MPI_Comm comm;
     int rank, size;
     sg_dist_opts opts;
+    double timeout; /* seconds a collective may wait (sg_dist_set_timeout) */
+    int stalled;    /* a collective timed out and is still pending on comm */
     int64_t *header;      /* (size, 2): every rank's parameter count and local status */
     int *counts, *displs; /* (size) each: what each rank sends or holds in a collective */
     int *rcounts, *rdispls; /* (size) each: what this rank receives from each rank */
@@ -65,10 +70,12 @@ typedef struct {
 #define failf(d, ...) sg__dist_fail((d)->ctx, __VA_ARGS__)
 #define mpi_failed(d, err, what) sg__dist_mpi_failed((d)->ctx, (d)->rank, (err), (what))
 
-#define MPI_TRY(d, what, call)                                \
-    do {                                                      \
-        int mpi_err_ = (call);                                \
-        if (mpi_err_ != MPI_SUCCESS) return mpi_failed(d, mpi_err_, what); \
+/* Starts a collective of sg_dist_reduce_grads (`start` fills request q) and completes it,
+ * returning on failure. */
+#define WAIT(d, q, what, start)                                            \
+    do {                                                                   \
+        int rc_ = SG__DIST_RUN(d, "sg_dist_reduce_grads", what, q, start); \
+        if (rc_) return rc_;                                               \
     } while (0)
 
 int sg__dist_fail(sg_ctx *ctx, int status, const char *fmt, ...)
@@ -89,6 +96,30 @@ int sg__dist_mpi_failed(sg_ctx *ctx, int rank, int err, const char *what)
     return sg__dist_fail(ctx, SG_ERR_IO, "sg_dist: %s failed on rank %d: %s", what, rank, s);
 }
 
+int sg__dist_wait(sg_dist *d, const char *fn, const char *what, int err, MPI_Request *req)
+{
+    if (err != MPI_SUCCESS) return mpi_failed(d, err, what);
+    const double deadline = MPI_Wtime() + d->timeout;
+    for (;;) {
+        int done = 0;
+        if ((err = MPI_Test(req, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) return mpi_failed(d, err, what);
+        if (done) return SG_OK;
+        if (MPI_Wtime() > deadline) break;
+    }
+    d->stalled = 1;
+    return failf(d, SG_ERR_IO, "%s: rank %d of %d: no answer from the other ranks within %g s in %s: a rank "
+                 "has died or stopped (sg_dist_set_timeout, SGRAD_DIST_TIMEOUT)", fn, d->rank, d->size,
+                 d->timeout, what);
+}
+
+int sg__dist_stalled(sg_dist *d, const char *fn)
+{
+    if (!d->stalled) return 0;
+    failf(d, SG_ERR_IO, "%s: rank %d of %d: an earlier collective timed out waiting for another rank; this "
+          "handle cannot exchange again (end the job)", fn, d->rank, d->size);
+    return 1;
+}
+
 void *sg__dist_scratch(sg_ctx *ctx, sg_tensor **slot, size_t bytes)
 {
     sg_tensor *t = *slot;
@@ -106,14 +137,16 @@ void *sg__dist_scratch(sg_ctx *ctx, sg_tensor **slot, size_t bytes)
 
 static void *scratch(sg_dist *d, int slot, size_t bytes) { return sg__dist_scratch(d->ctx, &d->buf[slot], bytes); }
 
-int sg__dist_agree(sg_ctx *ctx, MPI_Comm comm, int rank, int mine, const char *fn, const char *what)
+int sg__dist_agree(sg_dist *d, int mine, const char *fn, const char *what)
 {
     int worst = 0;
-    int err = MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm);
-    if (err != MPI_SUCCESS) return sg__dist_mpi_failed(ctx, rank, err, "MPI_Allreduce (status)");
+    MPI_Request q;
+    int rc = SG__DIST_RUN(d, fn, "MPI_Allreduce (status)", q,
+                          MPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, d->comm, &q));
+    if (rc) return rc;
     if (!worst) return SG_OK;
     if (mine) return mine;
-    return sg__dist_fail(ctx, worst, "%s: another rank failed %s (%s)", fn, what, sg_status_string(worst));
+    return failf(d, worst, "%s: another rank failed %s (%s)", fn, what, sg_status_string(worst));
 }
 
 MPI_Comm sg__dist_comm(const sg_dist *d) { return d->comm; }
@@ -144,6 +177,18 @@ sg_dist *sg_dist_new(sg_ctx *ctx, MPI_Comm comm, const sg_dist_opts *opts)
         sg_ctx_set_error(ctx, SG_ERR_NULL, "sg_dist_new: MPI_COMM_NULL");
         return NULL;
     }
+    double timeout = SG_DIST_TIMEOUT_DEFAULT;
+    const char *env = getenv("SGRAD_DIST_TIMEOUT");
+    int env_st = SG_OK;
+    if (env) {
+        char *end = NULL;
+        timeout = strtod(env, &end);
+        if (end == env || *end || !(timeout > 0)) {
+            env_st = sg__dist_fail(ctx, SG_ERR_ARG, "sg_dist_new: SGRAD_DIST_TIMEOUT=%s is not a number of "
+                                   "seconds > 0", env);
+            timeout = SG_DIST_TIMEOUT_DEFAULT;
+        }
+    }
     sg_dist *d = calloc(1, sizeof *d);
     if (!d) {
         sg_ctx_set_error(ctx, SG_ERR_NOMEM, "sg_dist_new: out of memory");
@@ -151,15 +196,21 @@ sg_dist *sg_dist_new(sg_ctx *ctx, MPI_Comm comm, const sg_dist_opts *opts)
     }
     d->ctx = ctx;
     d->opts = o;
-    int err = MPI_Comm_dup(comm, &d->comm);
-    if (err != MPI_SUCCESS) {
-        mpi_failed(d, err, "MPI_Comm_dup");
-        free(d);
+    d->timeout = timeout;
+    d->comm = MPI_COMM_NULL;
+    MPI_Comm_rank(comm, &d->rank);
+    MPI_Comm_size(comm, &d->size);
+    MPI_Request q;
+    if (sg__dist_wait(d, "sg_dist_new", "MPI_Comm_dup", MPI_Comm_idup(comm, &d->comm, &q), &q)) {
+        free(d); /* a pending duplication keeps its communicator: not freed */
         return NULL;
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
+    if (sg__dist_agree(d, env_st, "sg_dist_new", "to read SGRAD_DIST_TIMEOUT")) {
+        if (!d->stalled) MPI_Comm_free(&d->comm);
+        free(d);
+        return NULL;
+    }
     d->header = malloc((size_t)d->size * 2 * sizeof *d->header);
     d->counts = malloc((size_t)d->size * 4 * sizeof *d->counts);
     if (!d->header || !d->counts) {
@@ -171,6 +222,16 @@ sg_dist *sg_dist_new(sg_ctx *ctx, MPI_Comm comm, const sg_dist_opts *opts)
     d->rcounts = d->displs + d->size;
     d->rdispls = d->rcounts + d->size;
     return d;
+}
+
+int sg_dist_set_timeout(sg_dist *d, double seconds)
+{
+    if (!d) return SG_ERR_NULL;
+    if (!(seconds > 0))
+        return failf(d, SG_ERR_ARG, "sg_dist_set_timeout: %g s: the timeout must be > 0 (INFINITY: none)",
+                     seconds);
+    d->timeout = seconds;
+    return SG_OK;
 }
 
 void sg_dist_free(sg_dist *d)
@@ -301,8 +362,9 @@ static int flush_bucket(sg_dist *d, sg_dtype dt, void *stage, int64_t used, void
             d->rdispls[r] = r * mine;
         }
         MPI_Datatype T = mpi_type(dt);
-        MPI_TRY(d, "MPI_Alltoallv (dense reduce-scatter)",
-                MPI_Alltoallv(stage, d->counts, d->displs, T, recv, d->rcounts, d->rdispls, T, d->comm));
+        MPI_Request q;
+        WAIT(d, q, "MPI_Alltoallv (dense reduce-scatter)",
+             MPI_Ialltoallv(stage, d->counts, d->displs, T, recv, d->rcounts, d->rdispls, T, d->comm, &q));
         if (dt == SG_F64) {
             double *acc = (double *)stage + d->displs[me];
             const double *in = recv;
@@ -320,8 +382,8 @@ static int flush_bucket(sg_dist *d, sg_dtype dt, void *stage, int64_t used, void
                 acc[i] = d->opts.average ? s / (float)P : s;
             }
         }
-        MPI_TRY(d, "MPI_Allgatherv (dense sums)",
-                MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage, d->counts, d->displs, T, d->comm));
+        WAIT(d, q, "MPI_Allgatherv (dense sums)",
+             MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stage, d->counts, d->displs, T, d->comm, &q));
         int64_t lo = d->displs[me], hi = lo + mine;
         for (int64_t s = 0; s < nsegs; s++) {
             int64_t a = segs[s].off, b = a + segs[s].count;
@@ -429,7 +491,9 @@ int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
     int64_t *meta = NULL;
     int st = local_prepare(d, params, n, &plan, &meta);
     int64_t head[2] = {n, st};
-    MPI_TRY(d, "MPI_Allgather (header)", MPI_Allgather(head, 2, MPI_INT64_T, d->header, 2, MPI_INT64_T, d->comm));
+    MPI_Request q;
+    WAIT(d, q, "MPI_Allgather (header)",
+         MPI_Iallgather(head, 2, MPI_INT64_T, d->header, 2, MPI_INT64_T, d->comm, &q));
     d->stats.bytes_check += (uint64_t)(P - 1) * sizeof head;
     for (int r = 0; r < P; r++) {
         int rst = (int)d->header[2 * r + 1];
@@ -446,8 +510,9 @@ int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
     /* 2. every rank's records; the same verdict and the same plan everywhere */
     int64_t *all = sg_tensor_data(d->buf[BUF_META]);
     if (n > 0)
-        MPI_TRY(d, "MPI_Allgather (parameter records)",
-                MPI_Allgather(meta, (int)(n * META_LEN), MPI_INT64_T, all, (int)(n * META_LEN), MPI_INT64_T, d->comm));
+        WAIT(d, q, "MPI_Allgather (parameter records)",
+             MPI_Iallgather(meta, (int)(n * META_LEN), MPI_INT64_T, all, (int)(n * META_LEN), MPI_INT64_T,
+                            d->comm, &q));
     d->stats.bytes_check += (uint64_t)(P - 1) * (uint64_t)n * META_LEN * sizeof *meta;
     int rc = check_agreement(d, all, n);
     if (rc) return rc;
@@ -542,13 +607,13 @@ int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
             for (int64_t e = 0; e < sg_coo_nnz(it->local); e++) b[li[e] >> 3] |= (unsigned char)(1u << (li[e] & 7));
         }
     }
-    rc = sg__dist_agree(d->ctx, d->comm, d->rank, st, "sg_dist_reduce_grads", "to allocate its buffers");
+    rc = sg__dist_agree(d, st, "sg_dist_reduce_grads", "to allocate its buffers");
     if (rc) return rc;
 
     /* 4. the exchanges, in an order every rank shares */
     if (bits_total && P > 1) {
-        MPI_TRY(d, "MPI_Allreduce (rows touched)",
-                MPI_Allreduce(MPI_IN_PLACE, bits, (int)bits_total, MPI_UNSIGNED_CHAR, MPI_BOR, d->comm));
+        WAIT(d, q, "MPI_Allreduce (rows touched)",
+             MPI_Iallreduce(MPI_IN_PLACE, bits, (int)bits_total, MPI_UNSIGNED_CHAR, MPI_BOR, d->comm, &q));
         uint64_t bytes = (uint64_t)bits_total * 2 * (uint64_t)(P - 1) / (uint64_t)P;
         d->stats.bytes_sent += bytes;
         for (int64_t i = 0; i < n; i++)
@@ -571,15 +636,18 @@ int sg_dist_reduce_grads(sg_dist *d, sg_tensor *const *params, int64_t n)
         int mine = d->counts[d->rank];
         const void *li = mine ? sg_tensor_data(sg_coo_indices(it->local)) : NULL;
         const void *lv = mine ? sg_tensor_data(sg_coo_values(it->local)) : NULL;
-        MPI_TRY(d, "MPI_Allgatherv (sparse indices)",
-                MPI_Allgatherv(li, mine, MPI_INT64_T, idx + it->idx_off, d->counts, d->displs, MPI_INT64_T, d->comm));
+        WAIT(d, q, "MPI_Allgatherv (sparse indices)",
+             MPI_Iallgatherv(li, mine, MPI_INT64_T, idx + it->idx_off, d->counts, d->displs, MPI_INT64_T,
+                             d->comm, &q));
         if (it->row > 0) {
+            if (sg__dist_stalled(d, "sg_dist_reduce_grads")) return SG_ERR_IO;
             MPI_Datatype rowt;
-            MPI_TRY(d, "MPI_Type_contiguous", MPI_Type_contiguous((int)it->row, mpi_type(it->dtype), &rowt));
+            int err = MPI_Type_contiguous((int)it->row, mpi_type(it->dtype), &rowt);
+            if (err != MPI_SUCCESS) return mpi_failed(d, err, "MPI_Type_contiguous");
             MPI_Type_commit(&rowt);
-            int err = MPI_Allgatherv(lv, mine, rowt, val + it->val_off, d->counts, d->displs, rowt, d->comm);
-            MPI_Type_free(&rowt);
-            if (err != MPI_SUCCESS) return mpi_failed(d, err, "MPI_Allgatherv (sparse values)");
+            err = MPI_Iallgatherv(lv, mine, rowt, val + it->val_off, d->counts, d->displs, rowt, d->comm, &q);
+            MPI_Type_free(&rowt); /* MPI keeps it until the collective completes */
+            WAIT(d, q, "MPI_Allgatherv (sparse values)", err);
         }
         uint64_t bytes = (uint64_t)mine * (8 + (uint64_t)it->row * sg_dtype_size(it->dtype)) * (uint64_t)(P - 1);
         d->pstats[i].bytes_sent += bytes;

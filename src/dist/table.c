@@ -25,6 +25,7 @@
 enum { TB_SLOT, TB_SEND_IDX, TB_SEND_ROWS, TB_RECV_ROWS, TB_COUNT };
 
 struct sg_dist_table {
+    sg_dist *d; /* its collectives go through d's communicator and deadline */
     sg_ctx *ctx;
     MPI_Comm comm;
     int rank, size;
@@ -42,10 +43,12 @@ struct sg_dist_table {
 };
 
 #define TFAIL(t, ...) sg__dist_fail((t)->ctx, __VA_ARGS__)
-#define TMPI(t, what, call)                                                                   \
-    do {                                                                                      \
-        int mpi_err_ = (call);                                                                \
-        if (mpi_err_ != MPI_SUCCESS) return sg__dist_mpi_failed((t)->ctx, (t)->rank, mpi_err_, what); \
+/* Starts collective `start` of function fn (filling request q) and completes it within
+ * the handle's deadline, returning the status on failure. */
+#define TWAIT(t, fn, what, q, start)                        \
+    do {                                                    \
+        int rc_ = SG__DIST_RUN((t)->d, fn, what, q, start); \
+        if (rc_) return rc_;                                \
     } while (0)
 
 /* floor(r rows / P) without overflow: rows = q P + rem. */
@@ -92,11 +95,10 @@ sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64
     /* one MPI_MAX over (x, -x) pairs gives every rank the largest and smallest of each
      * argument and the worst status, without a per-rank buffer */
     int64_t mine[7] = {dtype, rows, dim, -(int64_t)dtype, -rows, -dim, st}, top[7];
-    int err = MPI_Allreduce(mine, top, 7, MPI_INT64_T, MPI_MAX, comm);
-    if (err != MPI_SUCCESS) {
-        sg__dist_mpi_failed(ctx, rank, err, "MPI_Allreduce (table shape)");
+    MPI_Request q;
+    if (SG__DIST_RUN(d, fn, "MPI_Allreduce (table shape)", q,
+                     MPI_Iallreduce(mine, top, 7, MPI_INT64_T, MPI_MAX, comm, &q)))
         return NULL;
-    }
     if (!st && top[6])
         st = sg__dist_fail(ctx, (int)top[6], "%s: another rank refused its arguments (%s)", fn,
                            sg_status_string((int)top[6]));
@@ -111,6 +113,7 @@ sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64
 
     sg_dist_table *t = calloc(1, sizeof *t);
     if (t) {
+        t->d = d;
         t->ctx = ctx;
         t->comm = comm;
         t->rank = rank;
@@ -136,7 +139,7 @@ sg_dist_table *sg_dist_table_new(sg_dist *d, sg_dtype dtype, int64_t rows, int64
                  MPI_Type_commit(&t->rowtype) != MPI_SUCCESS)
             st = sg__dist_fail(ctx, SG_ERR_IO, "%s: MPI_Type_contiguous failed on rank %d", fn, rank);
     }
-    if (sg__dist_agree(ctx, comm, rank, st, fn, "to allocate its shard")) {
+    if (sg__dist_agree(d, st, fn, "to allocate its shard")) {
         if (t) table_release(t);
         return NULL;
     }
@@ -226,11 +229,10 @@ sg_tensor *sg_dist_table_lookup(sg_dist_table *t, sg_tensor *idx)
         sent[2 * r + 1] = st;
     }
     /* 1. counts and statuses: every rank learns every rank's verdict */
-    int err = MPI_Alltoall(sent, 2, MPI_INT64_T, got, 2, MPI_INT64_T, t->comm);
-    if (err != MPI_SUCCESS) {
-        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoall (lookup counts)");
+    MPI_Request q;
+    if (SG__DIST_RUN(t->d, fn, "MPI_Alltoall (lookup counts)", q,
+                     MPI_Ialltoall(sent, 2, MPI_INT64_T, got, 2, MPI_INT64_T, t->comm, &q)))
         return NULL;
-    }
     for (int r = 0; r < P; r++) {
         if (!got[2 * r + 1]) continue;
         if (!st) TFAIL(t, (int)got[2 * r + 1], "%s: rank %d refused its indices (%s)", fn, r,
@@ -261,16 +263,14 @@ sg_tensor *sg_dist_table_lookup(sg_dist_table *t, sg_tensor *idx)
         recv = out ? sg__dist_scratch(t->ctx, &t->buf[TB_RECV_ROWS], (size_t)(n ? n : 1) * (size_t)D * esz) : NULL;
         if (!recv) st = sg_ctx_status(t->ctx);
     }
-    if (sg__dist_agree(t->ctx, t->comm, me, st, fn, "to allocate its buffers")) return NULL;
+    if (sg__dist_agree(t->d, st, fn, "to allocate its buffers")) return NULL;
 
     /* 3. the indices to their owners; 4. the owners read their rows (caught up, as an op
      * reads a parameter), agreed; 5. the rows back */
-    err = MPI_Alltoallv(sg_tensor_data(t->buf[TB_SEND_IDX]), t->scount, t->sdispl, MPI_INT64_T,
-                        sg_tensor_data(requested), t->rcount, t->rdispl, MPI_INT64_T, t->comm);
-    if (err != MPI_SUCCESS) {
-        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoallv (lookup indices)");
+    if (SG__DIST_RUN(t->d, fn, "MPI_Alltoallv (lookup indices)", q,
+                     MPI_Ialltoallv(sg_tensor_data(t->buf[TB_SEND_IDX]), t->scount, t->sdispl, MPI_INT64_T,
+                                    sg_tensor_data(requested), t->rcount, t->rdispl, MPI_INT64_T, t->comm, &q)))
         return NULL;
-    }
     sg_tensor *served = NULL;
     if (m > 0) {
         int was = sg_set_grad_enabled(t->ctx, 0);
@@ -278,13 +278,13 @@ sg_tensor *sg_dist_table_lookup(sg_dist_table *t, sg_tensor *idx)
         sg_set_grad_enabled(t->ctx, was);
         if (!served) st = sg_ctx_status(t->ctx);
     }
-    if (sg__dist_agree(t->ctx, t->comm, me, st, fn, "to read its rows")) return NULL;
-    err = MPI_Alltoallv(served ? sg_tensor_data(served) : recv, t->rcount, t->rdispl, t->rowtype, recv, t->scount,
-                        t->sdispl, t->rowtype, t->comm);
-    if (err != MPI_SUCCESS) {
-        sg__dist_mpi_failed(t->ctx, me, err, "MPI_Alltoallv (lookup rows)");
+    if (sg__dist_agree(t->d, st, fn, "to read its rows")) return NULL;
+    /* a rank that serves nothing sends from any buffer but recv: Open MPI's non-blocking
+     * alltoallv takes sendbuf == recvbuf for MPI_IN_PLACE and then sends recv's rows */
+    if (SG__DIST_RUN(t->d, fn, "MPI_Alltoallv (lookup rows)", q,
+                     MPI_Ialltoallv(served ? sg_tensor_data(served) : (void *)t->pairs, t->rcount, t->rdispl,
+                                    t->rowtype, recv, t->scount, t->sdispl, t->rowtype, t->comm, &q)))
         return NULL;
-    }
     const int64_t *slot = sg_tensor_data(t->buf[TB_SLOT]);
     unsigned char *o = sg_tensor_data(out);
     const size_t rowb = (size_t)D * esz;
@@ -330,10 +330,11 @@ int sg_dist_table_backward(sg_dist_table *t)
             }
         }
     }
-    int rc = sg__dist_agree(t->ctx, t->comm, me, st, fn, "to prepare its gradient rows");
+    int rc = sg__dist_agree(t->d, st, fn, "to prepare its gradient rows");
     if (rc) return rc;
-    TMPI(t, "MPI_Alltoallv (gradient rows)",
-         MPI_Alltoallv(send, t->scount, t->sdispl, t->rowtype, recv, t->rcount, t->rdispl, t->rowtype, t->comm));
+    MPI_Request q;
+    TWAIT(t, fn, "MPI_Alltoallv (gradient rows)", q,
+          MPI_Ialltoallv(send, t->scount, t->sdispl, t->rowtype, recv, t->rcount, t->rdispl, t->rowtype, t->comm, &q));
     t->pending = 0;
     t->stats.bytes_backward = (uint64_t)(n - t->scount[me]) * rowb;
     sg_tensor *coo = sg_coo_new_tmp(t->ctx, t->dtype, 2, sg_tensor_shape(t->shard), 1, t->m,
@@ -364,7 +365,8 @@ int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt)
     if (!t) return SG_ERR_NULL;
     const char *fn = "sg_dist_table_save";
     uint64_t id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(MPI_Wtime() * 1e6);
-    TMPI(t, "MPI_Bcast (save id)", MPI_Bcast(&id, 1, MPI_UINT64_T, 0, t->comm));
+    MPI_Request q;
+    TWAIT(t, fn, "MPI_Bcast (save id)", q, MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, t->comm, &q));
     char file[4096], vals[META_N][32];
     int st = shard_path(t, fn, path, file, sizeof file);
     if (!st) {
@@ -377,7 +379,7 @@ int sg_dist_table_save(sg_dist_table *t, const char *path, sg_optim *opt)
         sg_checkpoint_meta meta = {META_N, meta_keys, vp};
         st = sg_checkpoint_save(t->ctx, file, &t->shard, 1, &shard_name, opt, &meta);
     }
-    return sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to write its shard");
+    return sg__dist_agree(t->d, st, fn, "to write its shard");
 }
 
 /* The rank count of another save of path (a file "<base>.0-of-<Q>" beside it), or 0. */
@@ -505,12 +507,13 @@ int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt)
     uint64_t id = 0, lo = 0, hi = 0;
     int Q = 0;
     int st = plan_load(t, fn, path, opt, &Q, &id);
-    int rc = sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to check its shard files");
+    int rc = sg__dist_agree(t->d, st, fn, "to check its shard files");
     if (rc) return rc;
     /* one save id across ranks (a rank with no rows reads no file and has none) */
     uint64_t mn = t->end > t->begin ? id : UINT64_MAX, mx = t->end > t->begin ? id : 0;
-    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&mn, &lo, 1, MPI_UINT64_T, MPI_MIN, t->comm));
-    TMPI(t, "MPI_Allreduce (save id)", MPI_Allreduce(&mx, &hi, 1, MPI_UINT64_T, MPI_MAX, t->comm));
+    MPI_Request q;
+    TWAIT(t, fn, "MPI_Allreduce (save id)", q, MPI_Iallreduce(&mn, &lo, 1, MPI_UINT64_T, MPI_MIN, t->comm, &q));
+    TWAIT(t, fn, "MPI_Allreduce (save id)", q, MPI_Iallreduce(&mx, &hi, 1, MPI_UINT64_T, MPI_MAX, t->comm, &q));
     if (lo != hi)
         return TFAIL(t, SG_ERR_STATE, "%s: the shard files of %s come from different saves (save_id differs)", fn,
                      path);
@@ -521,5 +524,5 @@ int sg_dist_table_load(sg_dist_table *t, const char *path, sg_optim *opt)
     } else {
         st = load_repartitioned(t, path, Q);
     }
-    return sg__dist_agree(t->ctx, t->comm, t->rank, st, fn, "to load its shard (the other ranks' shards were loaded)");
+    return sg__dist_agree(t->d, st, fn, "to load its shard (the other ranks' shards were loaded)");
 }

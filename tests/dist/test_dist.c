@@ -7,14 +7,21 @@
  * agree bit for bit, for an embedding model (a row-sparse table and a dense head, f32)
  * and a dense MLP (f64, tiny buckets so that parameters span several), under SGD with
  * momentum and weight decay, Adagrad and LazyAdam, and for each exchange mode.
- * Bad input: ranks that disagree get the same error everywhere, and the next call works.
- * `test_dist die`: rank 1 exits at once and the others keep reducing (the script checks
- * that the job ends, with an error, within a timeout).
+ * Bad input: ranks that disagree get the same error everywhere, and the next call works;
+ * the timeout setting refuses bad values (a bad SGRAD_DIST_TIMEOUT on one rank fails
+ * sg_dist_new on every rank).
+ * `test_dist die`: after a few exchanges rank 1 kills itself (SIGKILL) and the others keep
+ * reducing; each survivor must get SG_ERR_IO naming itself and the timeout, print it and
+ * exit 1 (tests/test_dist.sh runs it under a plain mpirun, which ends the job, and under
+ * `mpirun --enable-recovery`, which leaves the survivors to their deadline).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup */
 #include "sgrad_dist.h"
 #include "testutil.h"
 
-#include <unistd.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
 
 static int R, P; /* this rank, the rank count */
 
@@ -300,19 +307,63 @@ TEST(ranks_that_disagree_all_get_the_error)
     sg_ctx_free(ctx);
 }
 
-/* Rank 1 leaves without a word; the others keep exchanging until MPI tells them. */
+TEST(timeout_setting)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_dist *d = sg_dist_new(ctx, MPI_COMM_WORLD, NULL);
+    sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){3}), 1);
+    CHECK(sg_dist_set_timeout(NULL, 1.0) == SG_ERR_NULL);
+    CHECK_STATUS(ctx, sg_dist_set_timeout(d, 0.0), SG_ERR_ARG);
+    CHECK_STATUS(ctx, sg_dist_set_timeout(d, -1.0), SG_ERR_ARG);
+    CHECK_STATUS(ctx, sg_dist_set_timeout(d, NAN), SG_ERR_ARG);
+    sg_ctx_clear_error(ctx);
+    CHECK_STATUS(ctx, sg_dist_set_timeout(d, INFINITY), SG_OK);
+    CHECK_STATUS(ctx, sg_dist_set_timeout(d, 30.0), SG_OK);
+    CHECK_STATUS(ctx, sg_dist_reduce_grads(d, &a, 1), SG_OK);
+    sg_dist_free(d);
+
+    /* a bad SGRAD_DIST_TIMEOUT on the last rank alone: sg_dist_new fails on every rank */
+    const char *was = getenv("SGRAD_DIST_TIMEOUT");
+    char *saved = was ? strdup(was) : NULL;
+    if (R == P - 1) setenv("SGRAD_DIST_TIMEOUT", P > 1 ? "soon" : "0", 1);
+    CHECK(sg_dist_new(ctx, MPI_COMM_WORLD, NULL) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_ARG);
+    CHECK(strstr(sg_ctx_message(ctx), "SGRAD_DIST_TIMEOUT") != NULL);
+    sg_ctx_clear_error(ctx);
+    if (saved) setenv("SGRAD_DIST_TIMEOUT", saved, 1);
+    else unsetenv("SGRAD_DIST_TIMEOUT");
+    free(saved);
+    d = sg_dist_new(ctx, MPI_COMM_WORLD, NULL);
+    CHECK(d != NULL);
+    sg_dist_free(d);
+    sg_ctx_free(ctx);
+}
+
+/* Rank 1 dies without a word mid-run; every other rank must hear it from its own
+ * deadline (the script sets SGRAD_DIST_TIMEOUT): an SG_ERR_IO naming this rank, printed,
+ * then exit 1, and a later call is refused at once. No MPI_Finalize: it would wait for
+ * rank 1. */
 static int die(void)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
     sg_dist *d = sg_dist_new(ctx, MPI_COMM_WORLD, NULL);
     sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){1000}), 1);
-    if (R == 1) _exit(3);
+    if (!d || !a) return 2;
     for (int i = 0; i < 1000000; i++) {
+        if (R == 1 && i == 20) raise(SIGKILL);
         int rc = sg_dist_reduce_grads(d, &a, 1);
         if (rc) {
             fprintf(stderr, "rank %d: sg_dist_reduce_grads returned %s: %s\n", R, sg_status_string(rc),
                     sg_ctx_message(ctx));
-            return 1;
+            char want[64];
+            snprintf(want, sizeof want, "rank %d of %d: no answer", R, P);
+            int named = rc == SG_ERR_IO && i >= 20 && strstr(sg_ctx_message(ctx), want) != NULL;
+            int refused = sg_dist_reduce_grads(d, &a, 1) == SG_ERR_IO &&
+                          strstr(sg_ctx_message(ctx), "earlier collective timed out") != NULL;
+            if (!named || !refused) fprintf(stderr, "rank %d: wrong error (named %d, refused %d)\n", R, named, refused);
+            sg_dist_free(d);
+            sg_ctx_free(ctx);
+            return named && refused ? 1 : 2;
         }
     }
     return 0;

@@ -6,7 +6,12 @@
  * rank holds the same tables and base equals them; every collective here is entered by
  * every rank in the same order (the trainer's step counts decide, never local data), and
  * MPI errors return (MPI_ERRORS_RETURN on a duplicate of MPI_COMM_WORLD) rather than end
- * the job silently.
+ * the job silently. Every collective is the non-blocking form completed by `finish`
+ * within the timeout: Open MPI 4 reports no error to the ranks left when one dies (and,
+ * under `mpirun --enable-recovery`, leaves them waiting), so the deadline is what turns
+ * a dead or stopped rank into a message and an exit. Sums of floats go through
+ * MPI_Iallreduce as they went through MPI_Allreduce: in an order MPI picks (on 2 ranks
+ * a + b, the same either way).
  */
 #include "w2v.h"
 
@@ -24,6 +29,9 @@ typedef struct {
 } w2v_dist;
 
 static bool mpi_started;
+static int world_rank, world_size;
+static double timeout_s; /* -dist-timeout, else SGRAD_DIST_TIMEOUT, else 300 */
+static bool stalled;     /* a collective timed out and is still pending */
 
 bool w2v_dist_launched(void)
 {
@@ -39,6 +47,28 @@ static int mpi_failed(int err, const char *what)
     fprintf(stderr, "sgrad-w2v: MPI failed in %s: %s\n", what, msg);
     return -1;
 }
+
+/* Completes collective *q (err: what starting it returned) within timeout_s. 0, or -1
+ * with a message (MPI's error, or no answer in time: the collective then stays pending and
+ * no later one starts). */
+static int finish(int err, MPI_Request *q, const char *what)
+{
+    if (err != MPI_SUCCESS) return mpi_failed(err, what);
+    const double deadline = MPI_Wtime() + timeout_s;
+    for (;;) {
+        int done = 0;
+        if ((err = MPI_Test(q, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) return mpi_failed(err, what);
+        if (done) return 0;
+        if (MPI_Wtime() > deadline) break;
+    }
+    stalled = true;
+    fprintf(stderr, "sgrad-w2v: rank %d of %d: no answer from the other ranks within %g s in %s: a rank has "
+                    "died or stopped (-dist-timeout)\n", world_rank, world_size, timeout_s, what);
+    return -1;
+}
+/* `start` (an MPI_I... call filling request q) made only while no collective is stalled,
+ * then finished; 0 or -1. */
+#define RUN(q, what, start) (stalled ? -1 : finish((start), &(q), what))
 
 static int table_count(const w2v_model *m, sg_tensor *tables[3])
 {
@@ -59,8 +89,8 @@ static int record_base(w2v_dist *d, const w2v_model *m)
         const int64_t n = sg_tensor_numel(tables[k]);
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
             int c = (int)(n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK);
-            int err = MPI_Bcast(x + i, c, MPI_FLOAT, 0, d->comm);
-            if (err != MPI_SUCCESS) return mpi_failed(err, "the first sync");
+            MPI_Request q;
+            if (RUN(q, "the first sync", MPI_Ibcast(x + i, c, MPI_FLOAT, 0, d->comm, &q))) return -1;
         }
         if (!(d->base[k] = malloc((size_t)n * sizeof(float)))) {
             fprintf(stderr, "sgrad-w2v: out of memory for the sync's copy of the tables\n");
@@ -75,22 +105,20 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
 {
     w2v_dist *d = p->impl;
     int flags[2] = {active, 0}, sums[2];
-    int err = MPI_Allreduce(flags, sums, 2, MPI_INT, MPI_SUM, d->comm);
-    if (err != MPI_SUCCESS) return mpi_failed(err, "a sync");
+    MPI_Request q;
+    if (RUN(q, "a sync", MPI_Iallreduce(flags, sums, 2, MPI_INT, MPI_SUM, d->comm, &q))) return -1;
     *any_active = sums[0] > 0;
     /* a local failure (out of memory) must not leave the others waiting: agreed first */
     int ok = d->scratch || (d->scratch = malloc((size_t)W2V_DIST_CHUNK * sizeof(float)));
     int all_ok = 0;
-    if ((err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
-        return mpi_failed(err, "a sync");
+    if (RUN(q, "a sync", MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
     if (!all_ok) {
         fprintf(stderr, "sgrad-w2v: out of memory for a sync (on %s)\n", ok ? "another rank" : "this rank");
         return -1;
     }
     if (!d->base[0]) {
         ok = record_base(d, m) == 0;
-        if ((err = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
-            return mpi_failed(err, "the first sync");
+        if (RUN(q, "the first sync", MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
         return ok ? 0 : -1;
     }
     sg_tensor *tables[3];
@@ -101,8 +129,8 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
             const int64_t c = n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK;
             for (int64_t j = 0; j < c; j++) delta[j] = x[i + j] - base[i + j];
-            err = MPI_Allreduce(MPI_IN_PLACE, delta, (int)c, MPI_FLOAT, MPI_SUM, d->comm);
-            if (err != MPI_SUCCESS) return mpi_failed(err, "a sync");
+            if (RUN(q, "a sync", MPI_Iallreduce(MPI_IN_PLACE, delta, (int)c, MPI_FLOAT, MPI_SUM, d->comm, &q)))
+                return -1;
             for (int64_t j = 0; j < c; j++) x[i + j] = base[i + j] = base[i + j] + delta[j];
         }
     }
@@ -118,17 +146,17 @@ int w2v_dist_agree(w2v_parallel *p, bool ok, uint64_t hash, const char *what)
     uint64_t mine[2] = {ok, hash};
     uint64_t *all = malloc((size_t)ranks * sizeof mine);
     int have = all != NULL, all_have = 0;
-    int err = MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm);
-    if (err != MPI_SUCCESS || !all_have) {
+    MPI_Request q;
+    int rc = RUN(q, what, MPI_Iallreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm, &q));
+    if (rc || !all_have) {
+        if (!rc) fprintf(stderr, "sgrad-w2v: out of memory checking %s\n", what);
         free(all);
-        return err != MPI_SUCCESS ? mpi_failed(err, what)
-                                  : (fprintf(stderr, "sgrad-w2v: out of memory checking %s\n", what), -1);
+        return -1;
     }
-    if ((err = MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm)) != MPI_SUCCESS) {
+    if (RUN(q, what, MPI_Iallgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm, &q))) {
         free(all);
-        return mpi_failed(err, what);
+        return -1;
     }
-    int rc = 0;
     for (int r = 0; r < ranks && rc == 0; r++)
         if (!all[2 * r]) {
             if (r != rank)
@@ -154,7 +182,17 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
     int ranks = 1, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    world_rank = rank;
+    world_size = ranks;
     if (ranks == 1) return 0;
+    timeout_s = cfg->dist_timeout;
+    const char *env = getenv("SGRAD_DIST_TIMEOUT");
+    if (timeout_s == 0 && env && !tc_parse_real(env, 1e-3, 1e9, &timeout_s)) {
+        fprintf(stderr, "sgrad-w2v: rank %d of %d: SGRAD_DIST_TIMEOUT=%s is not a number of seconds "
+                        "(0.001 to 1e9)\n", rank, ranks, env);
+        return -1;
+    }
+    if (timeout_s == 0) timeout_s = 300; /* as sgrad_dist's SG_DIST_TIMEOUT_DEFAULT */
     uint64_t h = 1469598103934665603ull; /* FNV-1a 64 of the arguments, each NUL-ended */
     for (int i = 1; i < *argc; i++)
         for (const char *c = (*argv)[i];; c++) {
@@ -170,19 +208,20 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
     w2v_dist *d = calloc(1, sizeof *d);
     w2v_parallel *p = calloc(1, sizeof *p);
     int ok = d && p, all_ok = 0;
-    if (ok && (err = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
+    MPI_Request q;
+    int rc = RUN(q, "the start", MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &q));
+    if (rc || !all_ok) {
+        if (!rc) fprintf(stderr, "sgrad-w2v: out of memory at the start\n");
         free(d);
         free(p);
-        return mpi_failed(err, "MPI_Comm_dup");
+        return -1;
     }
-    if (ok) MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
-    if ((err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD)) != MPI_SUCCESS || !all_ok) {
-        if (ok) MPI_Comm_free(&d->comm);
+    if (RUN(q, "MPI_Comm_dup", MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &q))) {
         free(d);
         free(p);
-        return err != MPI_SUCCESS ? mpi_failed(err, "the start")
-                                  : (fprintf(stderr, "sgrad-w2v: out of memory at the start\n"), -1);
+        return -1;
     }
+    MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = cfg->sync_every,
                         .sync = sync_tables, .impl = d};
     cfg->par = p;
@@ -198,6 +237,7 @@ void w2v_dist_abort(w2v_parallel *p)
 
 void w2v_dist_end(w2v_parallel *p)
 {
+    if (stalled) MPI_Abort(MPI_COMM_WORLD, 1);
     if (p) {
         w2v_dist *d = p->impl;
         for (int k = 0; k < 3; k++) free(d->base[k]);

@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
             "    -sync-every N  under mpirun: steps between the ranks' merges of their\n"
             "                   tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
+            "    -dist-timeout S  under mpirun: seconds a rank waits for the others in an\n"
+            "                   exchange before it reports a dead rank and the job ends\n"
+            "                   (default SGRAD_DIST_TIMEOUT, else 300)\n"
             "    -resume FILE   continue from a checkpoint; needs the first run's training\n"
             "                   flags and corpus (-threads, -binary and outputs may change)\n"
             "    -log FILE      training progress as JSON lines (up to 200 and the end)\n"
@@ -174,6 +177,7 @@ static int w2v_main(int argc, char **argv)
         else if (!strcmp(f, "-seed")) ok = tc_parse_int(a, 0, INT64_MAX, &n), cfg.seed = (uint64_t)n;
         else if (!strcmp(f, "-sample")) ok = tc_parse_real(a, 0, 1, &cfg.sample);
         else if (!strcmp(f, "-alpha")) ok = tc_parse_real(a, 1e-12, 10, &x), cfg.alpha = x;
+        else if (!strcmp(f, "-dist-timeout")) ok = tc_parse_real(a, 1e-3, 1e9, &cfg.dist_timeout);
         else {
             fprintf(stderr, "sgrad-w2v: unknown flag %s (see -help)\n", f);
             return 2;

@@ -70,6 +70,8 @@ typedef struct {
     const char *save_vocab;   /* -save-vocab: the vocabulary as `word count` lines, or NULL */
     const char *read_vocab;   /* -read-vocab: take the vocabulary from this file, or NULL */
     int64_t sync_every;       /* -sync-every: steps between the ranks' syncs under mpirun */
+    double dist_timeout;      /* -dist-timeout: seconds a rank waits in a collective under
+                                 mpirun; 0: SGRAD_DIST_TIMEOUT, else 300 (dist.c) */
     w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c), else NULL */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
@@ -119,14 +121,18 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err);
 bool w2v_dist_launched(void);
 /* MPI_Init, then with 2+ ranks: checks that every rank got the same arguments, refuses
  * -checkpoint and -resume and sets cfg->par = *par (main.c then lets rank 0 alone print
- * and write files). *par is NULL with one rank. 0, or -1 with a message on every rank. */
+ * and write files). *par is NULL with one rank. 0, or -1 with a message on every rank.
+ * Every collective of dist.c waits at most cfg->dist_timeout for the other ranks; past
+ * it the rank prints that a rank has died or stopped and the call fails (-1). */
 int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **par);
 /* Collective over par's ranks (MPI_COMM_WORLD for par NULL): 0 when every rank has ok and
  * rank 0's hash; otherwise -1 with a message naming `what` and the ranks, on every rank. */
 int w2v_dist_agree(w2v_parallel *par, bool ok, uint64_t hash, const char *what);
 /* Ends the whole job after this rank failed where the others may wait (MPI_Abort). */
 void w2v_dist_abort(w2v_parallel *par);
-/* Frees par (NULL: none) and finalizes MPI if w2v_dist_start initialised it. */
+/* Frees par (NULL: none) and finalizes MPI if w2v_dist_start initialised it; after a
+ * collective timed out, ends the job with MPI_Abort instead (MPI_Finalize would wait for
+ * the missing rank). */
 void w2v_dist_end(w2v_parallel *par);
 
 /* ---- checkpoints (checkpoint.c): the trainer's position between two steps, taken before
