@@ -299,6 +299,14 @@ static int w2v_main(int argc, char **argv)
             cfg.hogwild ? "hogwild, not reproducible" : "deterministic", res.seconds,
             res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
             res.steps ? (double)res.examples / (double)res.steps : 0.0);
+    if (log && cfg.debug > 1) {
+        const bool side = threads > 1 && !cfg.hogwild; /* drawing runs beside the backward */
+        const double steps = res.t_forward + res.t_sync + (side ? res.t_overlapped : res.t_backward + res.t_draw);
+        fprintf(log, "sgrad-w2v: time in the steps: forward %.2f s, backward and optimizer %.2f s, "
+                     "drawing batches %.2f s", res.t_forward, res.t_backward, res.t_draw);
+        if (side) fprintf(log, " (beside the backward: the two together took %.2f s)", res.t_overlapped);
+        fprintf(log, ", merges %.2f s, the rest %.2f s\n", res.t_sync, res.seconds - steps);
+    }
     int rc = 0;
     sg_tensor *tables[2] = {m.in, m.out};
     const char *paths[2] = {cfg.classes ? NULL : cfg.output, cfg.save_context};

@@ -667,12 +667,16 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         int64_t lr_tokens = t.tokens;
         int64_t since_sync = 0;
         any_active = true;
+        double tp = tc_now();
         fill_batch(&t);
+        res->t_draw += tc_now() - tp;
         while (t.n > 0) {
             lr_rec = (w2v_lr_record){sg_optim_steps(opt) + 1, lr_tokens * ranks, total};
             const double lr = w2v_lr_decay(alpha, lr_tokens * ranks, total);
             const int64_t n = t.n;
+            tp = tc_now();
             sg_tensor *loss = step_forward(&t, &m, opt);
+            res->t_forward += tc_now() - tp;
             int st = loss ? SG_OK : -1;
             const double l = loss ? sg_tensor_get(loss, 0) : 0;
             lr_tokens = t.tokens;
@@ -680,7 +684,9 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             const bool save_now = cfg->checkpoint && cfg->save_every > 0 &&
                                   (sg_optim_steps(opt) + 1) % cfg->save_every == 0;
             if (save_now) take_position(&t, ep, &saved);
+            tp = tc_now();
             if (loss && threads > 1 && !cfg->hogwild) {
+                double t_bwd = 0, t_fill = 0;
                 sg_ctx_set_threads(m.ctx, 1);
 #ifdef _OPENMP
 #pragma omp parallel sections num_threads(2)
@@ -689,16 +695,30 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
 #ifdef _OPENMP
 #pragma omp section
 #endif
-                    st = step_backward(m.ctx, loss, opt);
+                    {
+                        const double t_in = tc_now();
+                        st = step_backward(m.ctx, loss, opt);
+                        t_bwd = tc_now() - t_in;
+                    }
 #ifdef _OPENMP
 #pragma omp section
 #endif
-                    fill_batch(&t);
+                    {
+                        const double t_in = tc_now();
+                        fill_batch(&t);
+                        t_fill = tc_now() - t_in;
+                    }
                 }
                 sg_ctx_set_threads(m.ctx, threads);
+                res->t_backward += t_bwd;
+                res->t_draw += t_fill;
+                res->t_overlapped += tc_now() - tp;
             } else if (loss) {
                 st = step_backward(m.ctx, loss, opt);
+                const double t_mid = tc_now();
+                res->t_backward += t_mid - tp;
                 fill_batch(&t);
+                res->t_draw += tc_now() - t_mid;
             }
             if (st) {
                 if (loss)
@@ -730,7 +750,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             tc_log_update(&jl, ep + 1, lr_tokens * ranks, total, res->steps, lr, l, n, false);
             if (par && ++since_sync == par->sync_steps) {
                 since_sync = 0;
-                if (par->sync(par, &m, true, &any_active)) {
+                tp = tc_now();
+                const int sync_rc = par->sync(par, &m, true, &any_active);
+                res->t_sync += tc_now() - tp;
+                if (sync_rc) {
                     tc_reader_close(&t.rd);
                     goto done;
                 }
@@ -751,8 +774,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         }
         tc_reader_close(&t.rd);
         /* this rank's share is done: it joins the others' syncs until every rank's is */
+        tp = tc_now();
         while (par && any_active)
             if (par->sync(par, &m, false, &any_active)) goto done;
+        res->t_sync += tc_now() - tp;
         if (cfg->debug > 1 && log)
             fprintf(log, "%ssgrad-w2v: epoch %d of %d: loss per example %.4f, %lld steps so far, "
                          "%.1f s\n", pr.tty ? "\n" : "", ep + 1, cfg->iter,

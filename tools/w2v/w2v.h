@@ -85,6 +85,11 @@ typedef struct {
     int64_t examples;      /* examples trained on, all epochs */
     int64_t steps;         /* sgrad steps (batches), all epochs */
     int64_t vocab_size;
+    /* wall seconds in each part of the steps (-debug 2 prints them): the forward; the
+     * backward with the optimizer step; drawing batches (on 2+ threads the next batch is
+     * drawn while the backward runs: `overlapped` is that part's wall time, the longer
+     * of the two); the merges under mpirun */
+    double t_forward, t_backward, t_draw, t_overlapped, t_sync;
 } w2v_result;
 
 /* A trained model: the context owns the tables. */
