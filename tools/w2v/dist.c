@@ -9,9 +9,10 @@
  * the job silently. Every collective is the non-blocking form completed by `finish`
  * within the timeout: Open MPI 4 reports no error to the ranks left when one dies (and,
  * under `mpirun --enable-recovery`, leaves them waiting), so the deadline is what turns
- * a dead or stopped rank into a message and an exit. Sums of floats go through
- * MPI_Iallreduce as they went through MPI_Allreduce: in an order MPI picks (on 2 ranks
- * a + b, the same either way).
+ * a dead or stopped rank into a message and an exit. The tables' changes are summed by
+ * ring_sum (point-to-point messages: Open MPI's non-blocking allreduce made 2-rank runs
+ * 1.19x slower than its blocking one), block b of P in the ring's order from rank b, then
+ * sent to every rank: the same bits everywhere (on 2 ranks a + b, the same either way).
  */
 #include "w2v.h"
 
@@ -25,7 +26,7 @@
 typedef struct {
     MPI_Comm comm;
     float *base[3]; /* the tables at the last sync: in, out, hs */
-    float *scratch; /* W2V_DIST_CHUNK floats */
+    float *scratch; /* W2V_DIST_CHUNK floats, then ring_sum's block (W2V_DIST_CHUNK / P + 1) */
 } w2v_dist;
 
 static bool mpi_started;
@@ -48,16 +49,16 @@ static int mpi_failed(int err, const char *what)
     return -1;
 }
 
-/* Completes collective *q (err: what starting it returned) within timeout_s. 0, or -1
- * with a message (MPI's error, or no answer in time: the collective then stays pending and
- * no later one starts). */
-static int finish(int err, MPI_Request *q, const char *what)
+/* Completes the n requests q (err: what starting them returned) within timeout_s. 0, or
+ * -1 with a message (MPI's error, or no answer in time: the requests then stay pending
+ * and no later exchange starts). */
+static int finish_all(int err, int n, MPI_Request *q, const char *what)
 {
     if (err != MPI_SUCCESS) return mpi_failed(err, what);
     const double deadline = MPI_Wtime() + timeout_s;
     for (;;) {
         int done = 0;
-        if ((err = MPI_Test(q, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) return mpi_failed(err, what);
+        if ((err = MPI_Testall(n, q, &done, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) return mpi_failed(err, what);
         if (done) return 0;
         if (MPI_Wtime() > deadline) break;
     }
@@ -68,7 +69,51 @@ static int finish(int err, MPI_Request *q, const char *what)
 }
 /* `start` (an MPI_I... call filling request q) made only while no collective is stalled,
  * then finished; 0 or -1. */
-#define RUN(q, what, start) (stalled ? -1 : finish((start), &(q), what))
+#define RUN(q, what, start) (stalled ? -1 : finish_all((start), 1, &(q), what))
+
+/* Block b of n floats cut in `parts`: its first element and length. */
+static int64_t block_at(int64_t n, int parts, int b)
+{
+    const int64_t at = (n + parts - 1) / parts * b;
+    return at < n ? at : n;
+}
+static int block_len(int64_t n, int parts, int b)
+{
+    return (int)(block_at(n, parts, b + 1) - block_at(n, parts, b));
+}
+
+/* Sums v (n <= W2V_DIST_CHUNK floats) over the ranks in place: a ring reduce-scatter, then
+ * a ring allgather, by non-blocking sends and receives completed within the timeout (as a
+ * collective: every rank calls it in the same order). 0 or -1. */
+static int ring_sum(w2v_dist *d, float *v, int64_t n, const char *what)
+{
+    int P = 1, r = 0;
+    MPI_Comm_size(d->comm, &P);
+    MPI_Comm_rank(d->comm, &r);
+    if (P == 1) return 0;
+    const int next = (r + 1) % P, prev = (r + P - 1) % P;
+    float *in = d->scratch + W2V_DIST_CHUNK;
+    MPI_Request q[2];
+    for (int s = 0; s < P - 1; s++) { /* after this loop rank r holds the sum of block r + 1 */
+        const int sb = (r - s + P) % P, rb = (r - s - 1 + 2 * P) % P;
+        if (stalled) return -1;
+        int err = MPI_Irecv(in, block_len(n, P, rb), MPI_FLOAT, prev, 0, d->comm, &q[0]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(v + block_at(n, P, sb), block_len(n, P, sb), MPI_FLOAT, next, 0, d->comm, &q[1]);
+        if (finish_all(err, 2, q, what)) return -1;
+        float *acc = v + block_at(n, P, rb);
+        for (int j = 0; j < block_len(n, P, rb); j++) acc[j] += in[j];
+    }
+    for (int s = 0; s < P - 1; s++) {
+        const int sb = (r + 1 - s + P) % P, rb = (r - s + P) % P;
+        if (stalled) return -1;
+        int err = MPI_Irecv(v + block_at(n, P, rb), block_len(n, P, rb), MPI_FLOAT, prev, 1, d->comm, &q[0]);
+        if (err == MPI_SUCCESS)
+            err = MPI_Isend(v + block_at(n, P, sb), block_len(n, P, sb), MPI_FLOAT, next, 1, d->comm, &q[1]);
+        if (finish_all(err, 2, q, what)) return -1;
+    }
+    return 0;
+}
 
 static int table_count(const w2v_model *m, sg_tensor *tables[3])
 {
@@ -109,7 +154,10 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     if (RUN(q, "a sync", MPI_Iallreduce(flags, sums, 2, MPI_INT, MPI_SUM, d->comm, &q))) return -1;
     *any_active = sums[0] > 0;
     /* a local failure (out of memory) must not leave the others waiting: agreed first */
-    int ok = d->scratch || (d->scratch = malloc((size_t)W2V_DIST_CHUNK * sizeof(float)));
+    int ranks = 1;
+    MPI_Comm_size(d->comm, &ranks);
+    int ok = d->scratch ||
+             (d->scratch = malloc((size_t)(W2V_DIST_CHUNK + W2V_DIST_CHUNK / ranks + 1) * sizeof(float)));
     int all_ok = 0;
     if (RUN(q, "a sync", MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
     if (!all_ok) {
@@ -129,8 +177,7 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
             const int64_t c = n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK;
             for (int64_t j = 0; j < c; j++) delta[j] = x[i + j] - base[i + j];
-            if (RUN(q, "a sync", MPI_Iallreduce(MPI_IN_PLACE, delta, (int)c, MPI_FLOAT, MPI_SUM, d->comm, &q)))
-                return -1;
+            if (ring_sum(d, delta, c, "a sync")) return -1;
             for (int64_t j = 0; j < c; j++) x[i + j] = base[i + j] = base[i + j] + delta[j];
         }
     }
