@@ -1,7 +1,7 @@
 /* sgrad-w2v under mpirun (built only with SGRAD_MPI; main.c calls it under W2V_WITH_MPI):
  * one model trained by P ranks, each on its share of the corpus, combined by periodic
  * merging of the whole tables (w2v_parallel in w2v.h): every sync the ranks' changes to the
- * tables since the previous sync are summed with MPI_Allreduce and added to the tables of
+ * tables since the previous sync are summed (ring_sum) and added to the tables of
  * the previous sync, which every rank keeps (`base`). Invariants: after each sync every
  * rank holds the same tables and base equals them; every collective here is entered by
  * every rank in the same order (the trainer's step counts decide, never local data), and
