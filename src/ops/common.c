@@ -95,15 +95,21 @@ static void scaled_range(void *ud, int64_t lo, int64_t hi)
         const F *src = j->src->data;
         F *dst = j->dst->data;
         const F a = (F)j->scale;
-        for (int64_t k = lo; k < hi; k++) dst[k] = a * src[k];
+        for (int64_t k = lo; k < hi; k++) dst[k] = src[k] * a;
     });
+}
+
+sg_tensor *sg__op_scaled(const sg_tensor *x, double s)
+{
+    scaled_job j = {x, sg__tmp_like(x, false), s};
+    if (!j.dst) return NULL;
+    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, scaled_range, &j);
+    return j.dst;
 }
 
 int sg__op_accum_scaled(sg_tensor *x, sg_tensor *dir, double scale)
 {
     if (scale == 1.0) return sg__accum_grad(x, dir, false);
-    scaled_job j = {dir, sg__tmp_like(x, false), scale};
-    if (!j.dst) return sg__status_or_nomem(x->ctx);
-    sg__parallel_for(x->ctx, dir->numel, SG__GRAIN, scaled_range, &j);
-    return sg__accum_grad(x, j.dst, true);
+    sg_tensor *g = sg__op_scaled(dir, scale);
+    return g ? sg__accum_grad(x, g, true) : sg__status_or_nomem(x->ctx);
 }

@@ -296,36 +296,9 @@ sg_tensor *sg_div(sg_tensor *a, sg_tensor *b) { return binary(BIN_DIV, a, b); }
 
 /* ---------------------------------------------------------------- scale */
 
-typedef struct {
-    sg_dtype dtype;
-    const void *src;
-    void *dst;
-    double s;
-} scale_job;
-
-static void scale_run(void *ud, int64_t lo, int64_t hi)
-{
-    const scale_job *J = ud;
-    SG__DISPATCH_FLOAT(J->dtype, T, {
-        const T *x = J->src;
-        T *y = J->dst;
-        const T s = (T)J->s;
-        for (int64_t i = lo; i < hi; i++) y[i] = x[i] * s;
-    });
-}
-
-static sg_tensor *scale_dense(const sg_tensor *x, double s)
-{
-    sg_tensor *y = sg__tmp_like(x, false);
-    if (!y) return NULL;
-    scale_job J = {x->dtype, x->data, y->data, s};
-    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, scale_run, &J);
-    return y;
-}
-
 static int scale_backward(sg_node *n, sg_tensor *gout)
 {
-    sg_tensor *g = scale_dense(gout, n->scalar[0]);
+    sg_tensor *g = sg__op_scaled(gout, n->scalar[0]);
     if (!g) return sg__status_or_nomem(gout->ctx);
     return sg__accum_grad(n->in[0], g, true);
 }
@@ -336,7 +309,7 @@ sg_tensor *sg_scale(sg_tensor *a, double s)
     SG__CHECK_NOTNULL(a);
     if (a->layout == SG_COO) return sg__sparse_scale(a, s);
     if (!sg__op_check_float("sg_scale", a)) return NULL;
-    sg_tensor *out = scale_dense(a, s);
+    sg_tensor *out = sg__op_scaled(a, s);
     if (!out) return NULL;
     if (sg__needs_grad(a->ctx, 1, &a)) {
         sg_node *n = sg__node_new(a->ctx, scale_backward, "sg_scale", out, 1, &a);

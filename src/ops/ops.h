@@ -22,6 +22,10 @@ bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b);
 /* dim in [-ndim, ndim) normalised into *out; SG_ERR_ARG otherwise. */
 bool sg__op_check_dim(const char *op, const sg_tensor *t, int dim, int *out);
 
+/* A new tape tensor s * x of x's shape (dense float x, one parallel pass); NULL when out of
+ * memory (recorded). */
+sg_tensor *sg__op_scaled(const sg_tensor *x, double s);
+
 /* Adds scale * dir to x's gradient, dir a float tape tensor of x's shape that the backward
  * owns (a loss's saved direction): handed over as it is when scale is 1, else scaled into
  * a new tape tensor first. Returns the status (SG_ERR_NOMEM recorded). */
