@@ -18,13 +18,7 @@ if ! command -v mpirun >/dev/null; then
     echo "SKIP test_dist: no mpirun (apt-get install openmpi-bin)"
     exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Loopback only, shared memory without the kernel's cross-memory attach (containers).
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none
-     -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose -x PMIX_MCA_mca_base_component_disable_dlclose)
-# Open MPI's own allocations outlive MPI_Finalize; only those are suppressed under ASan.
-export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+. "$(dirname "$0")/dist/mpi_env.sh"
 for np in 2 4; do
     for prog in "$bin" "$build/tests/test_dist_table"; do
         timeout 300 "${mpi[@]}" -np "$np" "$prog"

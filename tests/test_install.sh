@@ -36,12 +36,8 @@ if [ -f "$libdir/pkgconfig/sgrad_dist.pc" ]; then
     if pkg-config --libs sgrad_dist | grep -q rpath; then
         echo "install: sgrad_dist.pc puts an rpath into its users' links"; exit 1
     fi
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export LSAN_OPTIONS="suppressions=$src/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-    export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
-    mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2
-         -x LD_LIBRARY_PATH="$libdir" -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose
-         -x PMIX_MCA_mca_base_component_disable_dlclose)
+    . "$src/tests/dist/mpi_env.sh"
+    mpi+=(-np 2 -x LD_LIBRARY_PATH="$libdir")
     # shellcheck disable=SC2046,SC2086
     "$cc" -std=c11 $san "$src/tests/install_consumer_dist.c" -o "$tmp/dist_pkgconfig" \
         $(pkg-config --cflags --libs sgrad_dist) -lm

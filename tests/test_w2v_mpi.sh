@@ -20,13 +20,7 @@ if ! command -v mpirun >/dev/null; then
     echo "SKIP test_w2v_mpi: no mpirun (apt-get install openmpi-bin)"
     exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none
-     -x LSAN_OPTIONS -x OMPI_MCA_mca_base_component_disable_dlclose -x PMIX_MCA_mca_base_component_disable_dlclose)
-# As tests/test_dist.sh: under ASan only Open MPI's own allocations that outlive
-# MPI_Finalize are suppressed (its components stay loaded so that they can be named).
-export LSAN_OPTIONS="suppressions=$(pwd)/tests/dist/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+. "$(dirname "$0")/dist/mpi_env.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 xz -dc data/demo-corpus.txt.xz >"$tmp/full.txt"

@@ -16,14 +16,12 @@
  * `mpirun --enable-recovery`, which leaves the survivors to their deadline).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, strdup */
-#include "sgrad_dist.h"
-#include "testutil.h"
+#include "mpi_testutil.h"
 
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 
-static int R, P; /* this rank, the rank count */
 
 enum { MODEL_EMB, MODEL_MLP };
 enum { OPT_SGD, OPT_ADAGRAD, OPT_LAZYADAM };
@@ -375,22 +373,5 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &R);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     if (argc > 1 && !strcmp(argv[1], "die")) return die();
-    int failed = 0, passed = 0;
-    for (int i = 0; i < tu_n_tests; i++) {
-        tu_failures = 0;
-        tu_skip_reason = NULL;
-        tu_tests[i].fn();
-        if (tu_failures) {
-            failed++;
-            fprintf(stderr, "rank %d: FAIL %s\n", R, tu_tests[i].name);
-        } else {
-            passed++;
-            if (R == 0) printf("ok   %s (%d ranks)\n", tu_tests[i].name, P);
-        }
-    }
-    int worst = 0;
-    MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (R == 0) printf("%d passed, %d failed\n", passed, worst);
-    MPI_Finalize();
-    return failed ? 1 : 0;
+    return tu_mpi_run_all();
 }
