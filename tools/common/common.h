@@ -101,9 +101,12 @@ uint64_t *tc_keep_table(const tc_vocab *v, double sample);
 /* Noise distribution P(i) = counts[i]^power / sum_j counts[j]^power as an alias table
  * (Vose): O(V) memory, exact up to 2^-32 per entry, O(1) per draw. */
 typedef struct {
+    uint32_t threshold; /* keep column i with probability threshold / 2^32, */
+    int32_t alias;      /* else take alias */
+} tc_noise_col;
+typedef struct {
     int64_t n;
-    uint32_t *threshold; /* keep i with probability threshold[i] / 2^32, */
-    int32_t *alias;      /* else take alias[i] */
+    tc_noise_col *col; /* one array: a draw reads one cache line, not two (large V) */
 } tc_noise;
 int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power);
 void tc_noise_free(tc_noise *t);
@@ -111,7 +114,8 @@ static inline int32_t tc_noise_draw(const tc_noise *t, tc_rng *r)
 {
     uint64_t x = tc_rng_next(r);
     uint32_t i = (uint32_t)(((x >> 32) * (uint64_t)t->n) >> 32);
-    return (uint32_t)x < t->threshold[i] ? (int32_t)i : t->alias[i];
+    const tc_noise_col c = t->col[i];
+    return (uint32_t)x < c.threshold ? (int32_t)i : c.alias;
 }
 /* Probability of drawing i, recomputed from the table (for tests). */
 double tc_noise_prob(const tc_noise *t, int64_t i);

@@ -2,8 +2,8 @@
  * distribution for negative sampling.
  *
  * Invariants: keep thresholds are in [0, 2^32] (2^32 = always keep). The alias table
- * satisfies, for every i, P(i) = (threshold[i] + sum over j with alias[j] == i of
- * (2^32 - threshold[j])) / (n * 2^32), equal to counts[i]^power / sum up to the rounding
+ * satisfies, for every i, P(i) = (col[i].threshold + sum over j with col[j].alias == i of
+ * (2^32 - col[j].threshold)) / (n * 2^32), equal to counts[i]^power / sum up to the rounding
  * of each threshold to an integer (|error| <= 1 / (n * 2^32) per share moved).
  */
 #include "common.h"
@@ -32,22 +32,19 @@ uint64_t *tc_keep_table(const tc_vocab *v, double sample)
 
 void tc_noise_free(tc_noise *t)
 {
-    free(t->threshold);
-    free(t->alias);
-    t->threshold = NULL;
-    t->alias = NULL;
+    free(t->col);
+    t->col = NULL;
     t->n = 0;
 }
 
 int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power)
 {
     t->n = n;
-    t->threshold = malloc((size_t)(n ? n : 1) * sizeof *t->threshold);
-    t->alias = malloc((size_t)(n ? n : 1) * sizeof *t->alias);
+    t->col = malloc((size_t)(n ? n : 1) * sizeof *t->col);
     double *q = malloc((size_t)(n ? n : 1) * sizeof *q);
     int32_t *small = malloc((size_t)(n ? n : 1) * sizeof *small);
     int32_t *large = malloc((size_t)(n ? n : 1) * sizeof *large);
-    if (!t->threshold || !t->alias || !q || !small || !large || n <= 0 || n > INT32_MAX) {
+    if (!t->col || !q || !small || !large || n <= 0 || n > INT32_MAX) {
         free(q);
         free(small);
         free(large);
@@ -60,14 +57,14 @@ int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power)
     int64_t ns = 0, nl = 0;
     for (int64_t i = 0; i < n; i++) {
         q[i] = pow((double)counts[i], power) * (double)n / sum;
-        t->alias[i] = (int32_t)i;
+        t->col[i].alias = (int32_t)i;
         if (q[i] < 1) small[ns++] = (int32_t)i;
         else large[nl++] = (int32_t)i;
     }
     while (ns && nl) {
         int32_t s = small[--ns], l = large[nl - 1];
-        t->threshold[s] = (uint32_t)(q[s] * 4294967296.0);
-        t->alias[s] = l;
+        t->col[s].threshold = (uint32_t)(q[s] * 4294967296.0);
+        t->col[s].alias = l;
         q[l] -= 1 - q[s];
         if (q[l] < 1) {
             nl--;
@@ -75,8 +72,8 @@ int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power)
         }
     }
     /* leftovers are 1 up to rounding: always themselves */
-    while (nl) t->threshold[large[--nl]] = UINT32_MAX;
-    while (ns) t->threshold[small[--ns]] = UINT32_MAX;
+    while (nl) t->col[large[--nl]].threshold = UINT32_MAX;
+    while (ns) t->col[small[--ns]].threshold = UINT32_MAX;
     free(q);
     free(small);
     free(large);
@@ -86,9 +83,9 @@ int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power)
 double tc_noise_prob(const tc_noise *t, int64_t i)
 {
     const double scale = 4294967296.0 * (double)t->n;
-    double p = (double)t->threshold[i];
+    double p = (double)t->col[i].threshold;
     for (int64_t j = 0; j < t->n; j++)
-        if (t->alias[j] == i && j != i) p += 4294967296.0 - (double)t->threshold[j];
-    if (t->threshold[i] == UINT32_MAX) p += 1; /* "always itself" */
+        if (t->col[j].alias == i && j != i) p += 4294967296.0 - (double)t->col[j].threshold;
+    if (t->col[i].threshold == UINT32_MAX) p += 1; /* "always itself" */
     return p / scale;
 }
