@@ -63,13 +63,16 @@ typedef struct {
     int64_t lines;
     int64_t corpus_bytes;  /* the counted file's size and FNV-1a 64 hash: what a checkpoint */
     uint64_t corpus_hash;  /* records of the corpus it was trained on */
-    /* private: hash of word -> index, open addressing */
-    int64_t *slots;
+    /* private: hash of word -> index, open addressing; a slot holds the hash's high 32
+     * bits over the index (below 2^31), so a probe of another word is mostly rejected
+     * without reading its string; TC_VOCAB_EMPTY when free */
+    uint64_t *slots;
     int64_t n_slots, cap;
 } tc_vocab;
 void tc_vocab_init(tc_vocab *v);
 void tc_vocab_free(tc_vocab *v);
-/* Adds one occurrence of word; returns its index or -1 on out of memory. */
+/* Adds count occurrences of word; returns its index, or -1 when out of memory (or past
+ * 2^31 - 1 words, the most an index table slot holds). */
 int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count);
 int64_t tc_vocab_find(const tc_vocab *v, const char *word); /* -1 if absent */
 /* Drops words with count < min_count, sorts (count descending, then bytes ascending),

@@ -112,16 +112,23 @@ void tc_vocab_free(tc_vocab *v)
     memset(v, 0, sizeof *v);
 }
 
+#define TC_VOCAB_EMPTY UINT64_MAX
+#define TAG_MASK 0xffffffff00000000ull
+
+static uint64_t slot_of(uint64_t hash, int64_t i) { return (hash & TAG_MASK) | (uint64_t)i; }
+static int64_t slot_index(uint64_t slot) { return (int64_t)(slot & 0xffffffffu); }
+
 static int rehash(tc_vocab *v, int64_t n_slots)
 {
-    int64_t *s = malloc((size_t)n_slots * sizeof *s);
+    uint64_t *s = malloc((size_t)n_slots * sizeof *s);
     if (!s) return -1;
-    for (int64_t i = 0; i < n_slots; i++) s[i] = -1;
+    for (int64_t i = 0; i < n_slots; i++) s[i] = TC_VOCAB_EMPTY;
     const uint64_t mask = (uint64_t)n_slots - 1;
     for (int64_t i = 0; i < v->size; i++) {
-        uint64_t k = hash_str(v->words[i]) & mask;
-        while (s[k] >= 0) k = (k + 1) & mask;
-        s[k] = i;
+        const uint64_t h = hash_str(v->words[i]);
+        uint64_t k = h & mask;
+        while (s[k] != TC_VOCAB_EMPTY) k = (k + 1) & mask;
+        s[k] = slot_of(h, i);
     }
     free(v->slots);
     v->slots = s;
@@ -132,27 +139,29 @@ static int rehash(tc_vocab *v, int64_t n_slots)
 int64_t tc_vocab_find(const tc_vocab *v, const char *word)
 {
     if (v->n_slots == 0) return -1;
-    const uint64_t mask = (uint64_t)v->n_slots - 1;
-    for (uint64_t k = hash_str(word) & mask;; k = (k + 1) & mask) {
-        int64_t i = v->slots[k];
-        if (i < 0) return -1;
-        if (strcmp(v->words[i], word) == 0) return i;
+    const uint64_t mask = (uint64_t)v->n_slots - 1, h = hash_str(word);
+    for (uint64_t k = h & mask;; k = (k + 1) & mask) {
+        const uint64_t s = v->slots[k];
+        if (s == TC_VOCAB_EMPTY) return -1;
+        if ((s & TAG_MASK) == (h & TAG_MASK) && strcmp(v->words[slot_index(s)], word) == 0)
+            return slot_index(s);
     }
 }
 
 int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
 {
     if (v->n_slots == 0 && rehash(v, 1024)) return -1;
-    const uint64_t mask = (uint64_t)v->n_slots - 1;
-    uint64_t k = hash_str(word) & mask;
+    const uint64_t mask = (uint64_t)v->n_slots - 1, h = hash_str(word);
+    uint64_t k = h & mask;
     for (;; k = (k + 1) & mask) {
-        int64_t i = v->slots[k];
-        if (i < 0) break;
-        if (strcmp(v->words[i], word) == 0) {
-            v->counts[i] += count;
-            return i;
+        const uint64_t s = v->slots[k];
+        if (s == TC_VOCAB_EMPTY) break;
+        if ((s & TAG_MASK) == (h & TAG_MASK) && strcmp(v->words[slot_index(s)], word) == 0) {
+            v->counts[slot_index(s)] += count;
+            return slot_index(s);
         }
     }
+    if (v->size >= INT32_MAX) return -1; /* an index must fit a slot's low 32 bits */
     if (v->size == v->cap) {
         int64_t cap = v->cap ? 2 * v->cap : 1024;
         char **w = realloc(v->words, (size_t)cap * sizeof *w);
@@ -169,7 +178,7 @@ int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
     int64_t i = v->size++;
     v->words[i] = copy;
     v->counts[i] = count;
-    v->slots[k] = i;
+    v->slots[k] = slot_of(h, i);
     if (2 * v->size > v->n_slots && rehash(v, 2 * v->n_slots)) return -1;
     return i;
 }

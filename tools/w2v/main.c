@@ -162,8 +162,8 @@ static int w2v_main(int argc, char **argv)
             else if (!strcmp(a, "graph")) cfg.engine = W2V_ENGINE_GRAPH;
             else ok = false;
         } else if (!strcmp(f, "-size")) ok = tc_parse_int(a, 1, 4096, &n), cfg.size = (int)n;
-        else if (!strcmp(f, "-window")) ok = tc_parse_int(a, 1, 100, &n), cfg.window = (int)n;
-        else if (!strcmp(f, "-negative")) ok = tc_parse_int(a, 0, 100, &n), cfg.negative = (int)n;
+        else if (!strcmp(f, "-window")) ok = tc_parse_int(a, 1, W2V_MAX_WINDOW, &n), cfg.window = (int)n;
+        else if (!strcmp(f, "-negative")) ok = tc_parse_int(a, 0, W2V_MAX_NEGATIVE, &n), cfg.negative = (int)n;
         else if (!strcmp(f, "-iter")) ok = tc_parse_int(a, 1, 100000, &n), cfg.iter = (int)n;
         else if (!strcmp(f, "-threads")) ok = tc_parse_int(a, 1, 1024, &n), cfg.threads = (int)n;
         else if (!strcmp(f, "-cbow")) ok = tc_parse_int(a, 0, 1, &n), cfg.cbow = (int)n;

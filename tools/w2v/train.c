@@ -113,8 +113,10 @@ typedef struct {
     int64_t *path;   /* start of each example's path in node (n) */
     int64_t n_node;
     /* times each row of the input / output / inner-node table occurs in the batch (0
-     * between batches) */
-    int32_t *hits_in, *hits_out, *hits_node;
+     * between batches); 16 bits hold it (a batch ends within one centre word's examples of
+     * a row reaching its cap, at most TC_MAX_ROW_HITS) and halve what a large vocabulary's
+     * counts take in cache */
+    uint16_t *hits_in, *hits_out, *hits_node;
     int32_t row_cap;    /* tc_row_hit_cap of the starting learning rate */
     int32_t in_row_cap; /* the same for the input table (CBOW's context rows: lower) */
     int32_t node_cap;   /* the same for the inner nodes (bounds the batch: the root) */
@@ -221,7 +223,12 @@ static int64_t tree_entries(const tc_huffman *tree, const int64_t *counts)
 }
 
 /* Counts one more occurrence of each row in rows[0..n); true once one reaches cap. */
-static bool hit(int32_t *hits, const int64_t *rows, int64_t n, int32_t cap)
+/* A row's count stays below 2^16: the cap, then at most one centre word's examples (2
+ * window) with all their targets (1 + negative) on that row. */
+_Static_assert(TC_MAX_ROW_HITS + 2 * W2V_MAX_WINDOW * (1 + W2V_MAX_NEGATIVE) < UINT16_MAX,
+               "row hit counts need more than 16 bits");
+
+static bool hit(uint16_t *hits, const int64_t *rows, int64_t n, int32_t cap)
 {
     bool full = false;
     for (int64_t i = 0; i < n; i++) full |= ++hits[rows[i]] >= cap;
@@ -383,6 +390,12 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     const int64_t targets = cap * (cfg->negative + 1);
     if (cfg->batch < 1) {
         fprintf(err, "sgrad-w2v: -batch must be at least 1\n");
+        return -1;
+    }
+    if (cfg->window < 1 || cfg->window > W2V_MAX_WINDOW || cfg->negative < 0 ||
+        cfg->negative > W2V_MAX_NEGATIVE) {
+        fprintf(err, "sgrad-w2v: -window must be 1..%d and -negative 0..%d\n", W2V_MAX_WINDOW,
+                W2V_MAX_NEGATIVE);
         return -1;
     }
     if (cfg->negative == 0 && !cfg->hs) {

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define W2V_MAX_WINDOW 100   /* -window and -negative: at most these */
+#define W2V_MAX_NEGATIVE 100
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
 /* The batches' row-hit caps are tools/common's (tc_row_hit_cap). The same bound holds for
  * hierarchical softmax's inner-node rows (-hs 1): the root is on every path, so it caps a
