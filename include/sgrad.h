@@ -461,16 +461,6 @@ typedef struct {
                                still gets its gradient); W must be a parameter of that
                                optimizer that requires grad (a leaf) and h must lie outside
                                W's memory, else SG_ERR_ARG; NULL: W gets a COO gradient */
-    int eager; /* with fused plain SGD (no momentum, no weight decay) on one thread: the
-                  forward applies the update itself, to each row right after the batch's
-                  last read of it (the row is then in cache), instead of the backward
-                  reading every row again. W ends bitwise as with the deferred update, and
-                  the forward makes the same checks; the costs: W changes at the forward,
-                  so nothing else may read W before the step, the backward must bring this
-                  loss an incoming gradient of exactly 1 (else SG_ERR_STATE, W already
-                  updated), and a non-finite score fails the forward (SG_ERR_VALUE) with
-                  the rows read for the last time before it already updated. Ignored (the
-                  deferred update) on several threads or with another optimizer. */
 } sg_sgns_opts;
 
 /* Negative-sampling loss of word2vec (skip-gram and CBOW) for B examples:

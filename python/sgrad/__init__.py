@@ -788,13 +788,12 @@ def to_sparse(x, sparse_dim=1):
                    "to_sparse")
 
 
-def sgns_loss(h, W, targets, fused=None, eager=False):
+def sgns_loss(h, W, targets, fused=None):
     """sg_sgns_loss: word2vec's negative-sampling loss; h (B,D), W (V,D), targets (B,T)
-    (column 0 the true target) -> scalar. eager: with fused plain SGD on one thread, W's
-    rows are updated at the forward (sg_sgns_opts.eager: the loss's gradient must be 1)."""
+    (column 0 the true target) -> scalar."""
     ctx = _ctx_of(h, W)
     th, tw, tt = _tensor_arg(ctx, h), _tensor_arg(ctx, W), _index_arg(ctx, targets)
-    opts = _lib.SgnsOpts(_optim_ptr(fused), 1 if eager else 0)
+    opts = _lib.SgnsOpts(_optim_ptr(fused))
     return _result(ctx, lib.sg_sgns_loss(th._h(), tw._h(), tt._h(), ctypes.byref(opts)),
                    "sgns_loss")
 

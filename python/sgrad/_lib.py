@@ -64,7 +64,7 @@ class EmbeddingBagOpts(ctypes.Structure):
 
 
 class SgnsOpts(ctypes.Structure):
-    _fields_ = [("fused", c_void_p), ("eager", c_int)]
+    _fields_ = [("fused", c_void_p)]
 
 
 class SgdOpts(ctypes.Structure):

@@ -86,21 +86,6 @@ typedef struct sg__row_updater {
     int (*apply_rows)(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
     /* True when p is registered with opt (hence a persistent leaf). */
     bool (*has_param)(const sg_optim *opt, const sg_tensor *p);
-    /* An eager update (sgns's forward on one thread, sg_sgns_opts.eager): possible when opt's
-     * update of W's factored rows is the plain one, W[idx[k]] += (T)(*a * coef[k]) * x[k /
-     * per] for each k in order, so that the op may apply it itself, a row at a time, as
-     * soon as it has read that row for the last time; *a is -lr of the coming step for an
-     * incoming gradient of 1, and *last a scratch array of W's row count, all -1, which
-     * the op must leave all -1. x (x_numel values) and |coef| <= coef_max are what the op
-     * will apply; with opt's NaN/Inf guard on, x must be finite and the largest update
-     * surely finite, and the op must refuse a non-finite coef itself. *on true when the
-     * eager update can run; false when it cannot (another optimizer, momentum or weight
-     * decay, x failing the guard): the op takes the deferred path, whose checks report why.
-     * Returns SG_OK or an error recorded in the context (the learning rate's, NOMEM). */
-    int (*eager_begin)(sg_optim *opt, sg_tensor *W, const void *x, int64_t x_numel,
-                       double coef_max, bool *on, double *a, int64_t **last);
-    /* Counts the step of W that an eager update made (at the end of the backward). */
-    void (*eager_commit)(sg_optim *opt, sg_tensor *W);
 } sg__row_updater;
 
 /* What a deferred fused update calls. The tape runs the deferred queue twice: a check
@@ -112,11 +97,6 @@ static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fu
 {
     const sg__row_updater *u = (const sg__row_updater *)(const void *)opt;
     return W->ctx->fused_checking ? u->check_rows(opt, W, r) : u->apply_rows(opt, W, r);
-}
-
-static inline const sg__row_updater *sg__row_updater_of(const sg_optim *opt)
-{
-    return (const sg__row_updater *)(const void *)opt;
 }
 
 static inline bool sg__fused_has_param(const sg_optim *opt, const sg_tensor *p)

@@ -38,20 +38,8 @@
 #define SG__SGNS_AHEAD 8
 #define SG__SGNS_PREFETCH_MAX 1024
 
-/* The eager update's state (one thread): prev[e] the entry before e naming the same row
- * (-1 for the first), final[e] true when e is the batch's last entry naming its row, stack
- * a scratch of B*T entries, a = -lr; bad the first entry whose coefficient is not finite
- * (-1 when none), after which no row is updated. */
-typedef struct {
-    int64_t *prev, *stack;
-    unsigned char *final;
-    double a;
-    int64_t bad;
-} sgns_eager;
-
 typedef struct {
     const sg_tensor *h, *W, *tg;
-    sgns_eager *eager; /* forward: non-NULL when it updates W as it goes (one thread) */
     sg_tensor *coef; /* (B,T) or NULL when no gradient is needed */
     sg_tensor *hdir; /* (B,D) or NULL when h needs no gradient */
     sg_tensor *out;  /* backward: h's gradient, or W's COO values (B*T,D) */
@@ -71,10 +59,9 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
     for (int64_t e = lo * T; e < end && e < lo * T + SG__SGNS_AHEAD; e++)
         sg__prefetch_row(j->W->data, sg__idx_at(j->tg, e), rowbytes, pfbytes);
     double acc = 0;
-    sgns_eager *ea = j->eager;
     SG__DISPATCH_FLOAT(j->h->dtype, F, {
         const F *h = j->h->data;
-        F *W = j->W->data;
+        const F *W = j->W->data;
         F *coef = j->coef ? j->coef->data : NULL;
         F *hdir = j->hdir ? j->hdir->data : NULL;
         for (int64_t i = lo; i < hi; i++) {
@@ -86,8 +73,7 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
             for (int64_t c = 0; c < T; c++) {
                 const int64_t ahead = i * T + c + SG__SGNS_AHEAD;
                 if (ahead < end) sg__prefetch_row(W, sg__idx_at(j->tg, ahead), rowbytes, pfbytes);
-                const int64_t r = sg__idx_at(j->tg, i * T + c);
-                F *w = W + r * D;
+                const F *w = W + sg__idx_at(j->tg, i * T + c) * D;
                 F s = 0;
                 SGNS_SIMD_SUM(s)
                 for (int64_t d = 0; d < D; d++) s += w[d] * x[d];
@@ -109,19 +95,6 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
                 if (coef) coef[i * T + c] = cf;
                 if (g)
                     for (int64_t d = 0; d < D; d++) g[d] += cf * w[d];
-                if (ea && ea->bad < 0 && cf != cf) ea->bad = i * T + c;
-                if (ea && ea->final[i * T + c] && ea->bad < 0) {
-                    /* the batch's last read of row r: its updates, in entry order, as the
-                     * deferred update makes them (sg__sgd_rows_factored) */
-                    int64_t top = 0;
-                    for (int64_t k = i * T + c; k >= 0; k = ea->prev[k]) ea->stack[top++] = k;
-                    while (top > 0) {
-                        const int64_t k = ea->stack[--top];
-                        const F u = (F)(ea->a * (double)coef[k]);
-                        const F *restrict xk = h + (k / T) * D;
-                        for (int64_t d = 0; d < D; d++) w[d] += u * xk[d];
-                    }
-                }
             }
             acc += log(prod);
         }
@@ -183,28 +156,13 @@ static int sgns_apply_fused(sg_node *n, sg_tensor *gout)
     return sg__fused_apply_rows(n->extra, W, &rows);
 }
 
-/* The eager update made at the forward: counted as W's step once the backward succeeds. */
-static int sgns_commit_eager(sg_node *n, sg_tensor *gout)
-{
-    (void)gout;
-    if (!n->in[1]->ctx->fused_checking) sg__row_updater_of(n->extra)->eager_commit(n->extra, n->in[1]);
-    return SG_OK;
-}
-
 static int sgns_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *h = n->in[0], *W = n->in[1];
     sg_ctx *ctx = h->ctx;
     const double g = sg_tensor_get(gout, 0);
     sgns_job j = sgns_job_of(n, g);
-    if (n->extra && n->iarg[0]) { /* eager: W's update was made for an incoming gradient of 1 */
-        if (g != 1.0)
-            return sg__failc(ctx, SG_ERR_STATE,
-                             "sg_sgns_loss: the eager update of W (made at the forward) is for "
-                             "an incoming gradient of 1, this backward gives %g", g);
-        int rc = sg__defer(n, sgns_commit_eager, gout);
-        if (rc) return rc;
-    } else if (n->extra) {
+    if (n->extra) {
         int rc = sg__defer(n, sgns_apply_fused, gout);
         if (rc) return rc;
     } else if (sg__wants_grad(W)) {
@@ -269,43 +227,9 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
     if (!out || !partial || (grad && !coef) || (grad && sg__wants_grad(h) && !hdir))
         return NULL;
 
-    sgns_eager eager = {NULL, NULL, NULL, 0, -1};
-    bool eager_on = false;
-    if (grad && fused && opts->eager && sg__parallel_threads(ctx, B, grain) == 1) {
-        /* |coef| <= 1: sigmoid(s) - 1 or sigmoid(s) */
-        int64_t *last = NULL;
-        int rc = sg__row_updater_of(fused)->eager_begin(fused, W, h->data, h->numel, 1.0,
-                                                        &eager_on, &eager.a, &last);
-        if (rc) return NULL;
-        if (eager_on) {
-            const size_t n = (size_t)(B * T > 0 ? B * T : 1);
-            eager.prev = sg__arena_alloc(ctx, n * sizeof *eager.prev);
-            eager.stack = sg__arena_alloc(ctx, n * sizeof *eager.stack);
-            eager.final = sg__arena_alloc(ctx, n);
-            if (!eager.prev || !eager.stack || !eager.final) return NULL;
-            /* two passes, so that the forward reads a flag in entry order and not last[] */
-            for (int64_t e = 0; e < B * T; e++) {
-                const int64_t r = sg__idx_at(targets, e);
-                eager.prev[e] = last[r];
-                last[r] = e;
-            }
-            for (int64_t e = 0; e < B * T; e++) {
-                const int64_t r = sg__idx_at(targets, e);
-                eager.final[e] = last[r] == e;
-                if (last[r] == e) last[r] = -1;
-            }
-        }
-    }
-    sgns_job j = {.h = h, .W = W, .tg = targets, .eager = eager_on ? &eager : NULL,
-                  .coef = coef, .hdir = hdir, .partial = partial, .B = B, .T = T,
-                  .D = h->shape[1], .grain = grain};
+    sgns_job j = {.h = h, .W = W, .tg = targets, .coef = coef, .hdir = hdir,
+                  .partial = partial, .B = B, .T = T, .D = h->shape[1], .grain = grain};
     sg__parallel_for(ctx, B, grain, sgns_forward_range, &j);
-    if (eager.bad >= 0)
-        return sg__fail(ctx, SG_ERR_VALUE,
-                        "%s: the score of targets[%lld][%lld] is not finite (h or W holds a NaN "
-                        "or an infinity, or the dot product overflowed); the eager update had "
-                        "already updated the rows read for the last time before it", op,
-                        (long long)(eager.bad / T), (long long)(eager.bad % T));
     double loss = 0;
     for (int64_t c = 0; c < chunks; c++) loss += partial[c];
     SG__DISPATCH_FLOAT(out->dtype, F, { *(F *)out->data = (F)loss; });
@@ -316,7 +240,6 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
         n->saved[0] = coef;
         n->saved[1] = hdir;
         n->extra = fused;
-        n->iarg[0] = eager_on;
     }
     return out;
 }

@@ -98,8 +98,7 @@ static sg_optim *optim_new(sg_ctx *ctx, sg__optim_kind kind, const char *name,
 {
     sg_optim *opt = sg__calloc(ctx, 1, sizeof *opt);
     if (!opt) return NULL;
-    opt->rows = (sg__row_updater){sg__optim_check_rows, sg__optim_apply_rows, optim_has_param,
-                                  sg__optim_eager_begin, sg__optim_eager_commit};
+    opt->rows = (sg__row_updater){sg__optim_check_rows, sg__optim_apply_rows, optim_has_param};
     opt->ctx = ctx;
     opt->next = ctx->optims;
     if (ctx->optims) ctx->optims->prev = opt;
@@ -763,35 +762,4 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
     if (opt->kind == SG__OPT_SGD) sg__sgd_prepare(opt, lr);
     apply_plan(opt, &pl, lr);
     return SG_OK;
-}
-
-/* ---- eager factored rows (the op applies plain SGD's row update itself) */
-
-int sg__optim_eager_begin(sg_optim *opt, sg_tensor *W, const void *x, int64_t x_numel,
-                          double coef_max, bool *on, double *a, int64_t **last)
-{
-    *on = false;
-    sg__pstate *ps = state_of(opt, W);
-    if (!ps || opt->kind != SG__OPT_SGD || is_lazy_sgd(ps)) return SG_OK;
-    double lr = 0;
-    int rc = lr_at(opt, opt->t + 1, &lr);
-    if (rc) return rc;
-    if (opt->check_finite) { /* what factored_surely_finite asks of the deferred rows */
-        bool x_ok;
-        double xmax = abs_max_bits(W->dtype, x, x_numel, &x_ok);
-        double limit = W->dtype == SG_F32 ? 3.4e38 : 1.7e308;
-        if (!x_ok || !(lr * coef_max * xmax < limit * 0.5)) return SG_OK;
-    }
-    rc = slot_reserve(opt, ps->rows);
-    if (rc) return rc;
-    *on = true;
-    *a = -lr;
-    *last = opt->slot;
-    return SG_OK;
-}
-
-void sg__optim_eager_commit(sg_optim *opt, sg_tensor *W)
-{
-    sg__pstate *ps = state_of(opt, W);
-    if (ps) ++*ps->step;
 }

@@ -133,10 +133,6 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
  * (opt->rows.check_rows); with opt->check_finite also SG_ERR_VALUE for a gradient row
  * value that is not finite. */
 int sg__optim_check_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r);
-/* The eager update's two halves (opt->rows.eager_begin, .eager_commit; src/autograd/tape.h). */
-int sg__optim_eager_begin(sg_optim *opt, sg_tensor *W, const void *x, int64_t x_numel,
-                          double coef_max, bool *on, double *a, int64_t **last);
-void sg__optim_eager_commit(sg_optim *opt, sg_tensor *W);
 
 /* Makes a persistent state tensor for ps named `name` (shape given), filled with `fill`. */
 sg_tensor *sg__optim_state_new(sg_optim *opt, sg__pstate *ps, const char *name,

@@ -340,7 +340,7 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
     if (T == 1) {
         /* -negative 0: hierarchical softmax only (below) */
     } else if (t->cfg->engine == W2V_ENGINE_FUSED) {
-        sg_sgns_opts so = {.fused = opt, .eager = 1}; /* one thread: rows updated in cache */
+        sg_sgns_opts so = {.fused = opt};
         loss = sg_sgns_loss(h, m->out, target, &so);
     } else {
         /* the same loss from general ops: rows of h repeated per target, dot products
