@@ -65,7 +65,7 @@ typedef struct {
     uint64_t corpus_hash;  /* records of the corpus it was trained on */
     /* private: hash of word -> index, open addressing; a slot holds the hash's high 32
      * bits over the index (below 2^31), so a probe of another word is mostly rejected
-     * without reading its string; TC_VOCAB_EMPTY when free */
+     * without reading its string; all bits set when free */
     uint64_t *slots;
     int64_t n_slots, cap;
 } tc_vocab;
