@@ -241,6 +241,15 @@ TEST(oversized_step_arrays_are_refused_before_allocating)
     CHECK(w2v_config_check(&c, null) == 0);
     c.batch++;
     CHECK(w2v_config_check(&c, null) != 0);
+    /* -window and -negative past the limits the 16-bit row hit counts are sized for */
+    c.batch = 8192;
+    c.window = 101;
+    CHECK(w2v_config_check(&c, null) != 0);
+    c.window = 5;
+    c.negative = 101;
+    CHECK(w2v_config_check(&c, null) != 0);
+    c.negative = 100;
+    CHECK(w2v_config_check(&c, null) == 0);
     if (null) fclose(null);
     tc_vocab_free(&v);
 }

@@ -22,7 +22,6 @@
 #include <signal.h>
 #include <stdlib.h>
 
-
 enum { MODEL_EMB, MODEL_MLP };
 enum { OPT_SGD, OPT_ADAGRAD, OPT_LAZYADAM };
 enum { V = 40, D = 8, C = 5, B = 6, IN = 7, H = 9, STEPS = 12, NPARAM = 4 };

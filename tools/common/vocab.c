@@ -136,30 +136,33 @@ static int rehash(tc_vocab *v, int64_t n_slots)
     return 0;
 }
 
+/* The slot of word (hash h): where it is, or the free slot where it would go. */
+static uint64_t probe(const tc_vocab *v, const char *word, uint64_t h)
+{
+    const uint64_t mask = (uint64_t)v->n_slots - 1;
+    uint64_t k = h & mask;
+    for (;; k = (k + 1) & mask) {
+        const uint64_t s = v->slots[k];
+        if (s == TC_VOCAB_EMPTY ||
+            ((s & TAG_MASK) == (h & TAG_MASK) && strcmp(v->words[slot_index(s)], word) == 0))
+            return k;
+    }
+}
+
 int64_t tc_vocab_find(const tc_vocab *v, const char *word)
 {
     if (v->n_slots == 0) return -1;
-    const uint64_t mask = (uint64_t)v->n_slots - 1, h = hash_str(word);
-    for (uint64_t k = h & mask;; k = (k + 1) & mask) {
-        const uint64_t s = v->slots[k];
-        if (s == TC_VOCAB_EMPTY) return -1;
-        if ((s & TAG_MASK) == (h & TAG_MASK) && strcmp(v->words[slot_index(s)], word) == 0)
-            return slot_index(s);
-    }
+    const uint64_t s = v->slots[probe(v, word, hash_str(word))];
+    return s == TC_VOCAB_EMPTY ? -1 : slot_index(s);
 }
 
 int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
 {
     if (v->n_slots == 0 && rehash(v, 1024)) return -1;
-    const uint64_t mask = (uint64_t)v->n_slots - 1, h = hash_str(word);
-    uint64_t k = h & mask;
-    for (;; k = (k + 1) & mask) {
-        const uint64_t s = v->slots[k];
-        if (s == TC_VOCAB_EMPTY) break;
-        if ((s & TAG_MASK) == (h & TAG_MASK) && strcmp(v->words[slot_index(s)], word) == 0) {
-            v->counts[slot_index(s)] += count;
-            return slot_index(s);
-        }
+    const uint64_t h = hash_str(word), k = probe(v, word, h);
+    if (v->slots[k] != TC_VOCAB_EMPTY) {
+        v->counts[slot_index(v->slots[k])] += count;
+        return slot_index(v->slots[k]);
     }
     if (v->size >= INT32_MAX) return -1; /* an index must fit a slot's low 32 bits */
     if (v->size == v->cap) {

@@ -222,12 +222,12 @@ static int64_t tree_entries(const tc_huffman *tree, const int64_t *counts)
     return sum;
 }
 
-/* Counts one more occurrence of each row in rows[0..n); true once one reaches cap. */
 /* A row's count stays below 2^16: the cap, then at most one centre word's examples (2
  * window) with all their targets (1 + negative) on that row. */
 _Static_assert(TC_MAX_ROW_HITS + 2 * W2V_MAX_WINDOW * (1 + W2V_MAX_NEGATIVE) < UINT16_MAX,
                "row hit counts need more than 16 bits");
 
+/* Counts one more occurrence of each row in rows[0..n); true once one reaches cap. */
 static bool hit(uint16_t *hits, const int64_t *rows, int64_t n, int32_t cap)
 {
     bool full = false;
