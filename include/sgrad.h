@@ -86,7 +86,8 @@ typedef struct {
 typedef long (*sg_write_fn)(void *ud, int fd, const void *buf, size_t n);
 
 typedef struct {
-    sg_allocator allocator; /* both NULL: malloc/free */
+    sg_allocator allocator; /* both NULL: malloc/free (Linux: blocks >= 4 MiB advised
+                               for transparent huge pages, MADV_HUGEPAGE) */
     int threads;            /* OpenMP threads for parallel kernels; <= 0: all available;
                                clamped (see sg_ctx_set_threads) */
     int nondeterministic;   /* 0 (default): results bitwise identical across runs and

@@ -165,6 +165,56 @@ TEST(memory_accounting_returns_to_zero)
     sg_ctx_free(ctx);
 }
 
+/* The kernel's flags for the mapping that holds address p (the VmFlags line of its
+ * /proc/self/smaps entry) into flags; false where that file cannot be read. */
+static bool vma_flags_of(const void *p, char *flags, size_t cap)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return false;
+    char line[512];
+    bool inside = false, found = false;
+    const uintptr_t a = (uintptr_t)p;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char dash;
+        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-')
+            inside = a >= lo && a < hi;
+        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(flags, cap, "%s", line + 8);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Large blocks from the default allocator carry the huge-page advice ("hg" among the
+ * mapping's flags); a caller's own allocator gets none (its memory is left as it is). */
+TEST(large_blocks_of_the_default_allocator_are_advised_for_huge_pages)
+{
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!thp) {
+        printf("  skipped: this kernel has no transparent huge pages\n");
+        return;
+    }
+    fclose(thp);
+    const int64_t shape[2] = {4096, 1024}; /* 16 MiB of f32 */
+    tu_counting c = {0, 0};
+    sg_ctx *own = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &c}});
+    sg_ctx *dflt = sg_ctx_new(NULL);
+    sg_tensor *a = sg_tensor_new(own, SG_F32, 2, shape);
+    sg_tensor *b = sg_tensor_new(dflt, SG_F32, 2, shape);
+    CHECK(a && b);
+    char fa[512] = "", fb[512] = "";
+    /* the middle of each block: inside the advised whole pages */
+    CHECK(vma_flags_of((char *)sg_tensor_data(a) + (8 << 20), fa, sizeof fa));
+    CHECK(vma_flags_of((char *)sg_tensor_data(b) + (8 << 20), fb, sizeof fb));
+    CHECK(strstr(fb, " hg") != NULL);
+    CHECK(strstr(fa, " hg") == NULL);
+    sg_ctx_free(own);
+    sg_ctx_free(dflt);
+}
+
 /* The steady state of a step allocates nothing: the arena keeps its memory. */
 TEST(steady_state_step_does_not_allocate)
 {
