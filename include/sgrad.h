@@ -120,7 +120,10 @@ SG_API int sg_ctx_threads(const sg_ctx *ctx);
 /* threads <= 0: all available (OpenMP's default, OMP_NUM_THREADS). A request is clamped
  * to max(64, 4 x the processors online), and to OpenMP's thread limit, so that asking for
  * thousands of threads cannot make the OpenMP runtime fail and exit the process;
- * sg_ctx_threads gives the count in use. Without OpenMP the count is 1. */
+ * sg_ctx_threads gives the count in use. Without OpenMP the count is 1. Called from
+ * inside the caller's own OpenMP parallel region, the library's loops run as tasks of
+ * that region (its idle threads take them up; results are the same bits), not as nested
+ * regions. */
 SG_API void sg_ctx_set_threads(sg_ctx *ctx, int threads);
 SG_API int sg_ctx_deterministic(const sg_ctx *ctx); /* 1 unless opts.nondeterministic */
 

@@ -199,6 +199,24 @@ TEST(fused_update_is_bitwise_deterministic)
     CHECK(memcmp(a_out, b_out, sizeof a_out) == 0);
 }
 
+/* Called from inside the caller's parallel region (as sgrad-w2v's backward, beside the
+ * drawing of the next batch), the library's loops run as tasks that the region's other
+ * thread takes up, and the fused update cuts finer parts: the same bits as outside. */
+TEST(fused_steps_inside_a_callers_parallel_region_are_bitwise_the_same)
+{
+    static float a_in[50 * 32], a_out[50 * 32], b_in[50 * 32], b_out[50 * 32];
+    double la, lb = 0;
+    fused_steps(1, a_in, a_out, &la);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(2)
+#pragma omp single
+#endif
+    fused_steps(2, b_in, b_out, &lb);
+    CHECK(la == lb);
+    CHECK(memcmp(a_in, b_in, sizeof a_in) == 0);
+    CHECK(memcmp(a_out, b_out, sizeof a_out) == 0);
+}
+
 /* One fused step in f64 on a context with the given mode; W and h's gradient out. */
 static void one_fused_step(int nondeterministic, int threads, double *w_out, double *gh_out)
 {

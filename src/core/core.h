@@ -240,6 +240,10 @@ typedef void (*sg__range_fn)(void *ud, int64_t lo, int64_t hi);
  * A single chunk runs inline, so a small tensor's kernel costs a direct call that the
  * compiler may inline; more chunks go through sg__parallel_chunks. */
 void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+/* True when the library was called from inside the caller's (active) OpenMP parallel
+ * region: its loops then run as tasks of that region (sg__parallel_chunks), so a kernel
+ * that cuts its work by the thread count may cut finer, for the idle threads to share. */
+bool sg__in_caller_region(void);
 static inline void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
 {
     if (n <= 0) return;

@@ -11,6 +11,15 @@
 #include <omp.h>
 #endif
 
+bool sg__in_caller_region(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel() != 0;
+#else
+    return false;
+#endif
+}
+
 static int64_t chunk_count(int64_t n, int64_t grain) { return (n + grain - 1) / grain; }
 
 int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
@@ -20,6 +29,11 @@ int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
     int threads = sg__threads(ctx);
     return (int64_t)threads > chunks ? (int)chunks : threads;
 }
+
+#ifdef _OPENMP
+/* One chunk as a task's body (the task captures its arguments' values). */
+static void run_chunk(sg__range_fn fn, void *ud, int64_t lo, int64_t hi) { fn(ud, lo, hi); }
+#endif
 
 void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
 {
@@ -33,6 +47,19 @@ void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn,
         return;
     }
 #ifdef _OPENMP
+    if (omp_in_parallel()) {
+        /* Inside the caller's parallel region a nested one would get one thread: the
+         * chunks become tasks instead, taken up by the region's threads that are idle (at
+         * a barrier or a wait). Same chunks, same results; this call returns when all
+         * of them are done (the calling thread runs tasks too while it waits). */
+        for (int64_t c = 0; c < chunks; c++) {
+            const int64_t lo = c * grain, hi = c + 1 < chunks ? (c + 1) * grain : n;
+#pragma omp task
+            run_chunk(fn, ud, lo, hi);
+        }
+#pragma omp taskwait
+        return;
+    }
 #pragma omp parallel for num_threads(threads) schedule(static)
 #endif
     for (int64_t c = 0; c < chunks; c++)

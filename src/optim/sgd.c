@@ -229,11 +229,16 @@ static inline uint32_t factored_part(int64_t r, uint32_t parts)
     return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
 }
 
-/* Parts: one per thread, each with at least a grain of the work; 1 in Hogwild mode. */
+/* Parts: one per thread, each with at least a grain of the work; 1 in Hogwild mode. As
+ * tasks of the caller's region, SG__TASK_PARTS per thread, so that a thread that joins
+ * late still finds parts to take. The parts own disjoint rows and each applies its rows'
+ * entries in entry order, so their number changes no result. */
+#define SG__TASK_PARTS 4
 static int64_t factored_parts(sg_ctx *ctx, const sg__fused_rows *r, int64_t width)
 {
     if (ctx->nondeterministic) return 1;
     int64_t parts = r->n * width / SG__GRAIN, threads = sg__threads(ctx);
+    if (sg__in_caller_region()) threads *= SG__TASK_PARTS;
     return parts > threads ? threads : parts < 1 ? 1 : parts;
 }
 

@@ -674,8 +674,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             epoch_n = 0;
         }
         /* With 2+ threads the next batch is drawn on one thread while the other runs the
-         * backward half (single-threaded); the forward half uses every thread. Drawing
-         * depends only on the corpus and the random stream, so results are the same.
+         * backward half; the forward half uses every thread. Called inside this region,
+         * the library runs the backward's loops as tasks, which the drawing thread takes
+         * up once its batch is drawn (at the region's end). Drawing depends only on the
+         * corpus and the random stream, so results are the same.
          * Hogwild mode instead runs the backward's racy update on every thread. */
         int64_t lr_tokens = t.tokens;
         int64_t since_sync = 0;
@@ -700,7 +702,6 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             tp = tc_now();
             if (loss && threads > 1 && !cfg->hogwild) {
                 double t_bwd = 0, t_fill = 0;
-                sg_ctx_set_threads(m.ctx, 1);
 #ifdef _OPENMP
 #pragma omp parallel sections num_threads(2)
 #endif
@@ -722,7 +723,6 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                         t_fill = tc_now() - t_in;
                     }
                 }
-                sg_ctx_set_threads(m.ctx, threads);
                 res->t_backward += t_bwd;
                 res->t_draw += t_fill;
                 res->t_overlapped += tc_now() - tp;
