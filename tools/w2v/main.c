@@ -304,7 +304,10 @@ static int w2v_main(int argc, char **argv)
         const double steps = res.t_forward + res.t_sync + (side ? res.t_overlapped : res.t_backward + res.t_draw);
         fprintf(log, "sgrad-w2v: time in the steps: forward %.2f s, backward and optimizer %.2f s, "
                      "drawing batches %.2f s", res.t_forward, res.t_backward, res.t_draw);
-        if (side) fprintf(log, " (beside the backward: the two together took %.2f s)", res.t_overlapped);
+        if (side)
+            fprintf(log, " (beside the backward: the two together took %.2f s; %lld steps of %lld on one "
+                         "thread, timed as faster)", res.t_overlapped, (long long)res.steps_one_thread,
+                    (long long)res.steps);
         fprintf(log, ", merges %.2f s, the rest %.2f s\n", res.t_sync, res.seconds - steps);
     }
     int rc = 0;

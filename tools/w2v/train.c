@@ -481,6 +481,44 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
     return c == EOF ? size : at;
 }
 
+/* One thread or all, step by step. In deterministic mode a step gives the same bits on
+ * any thread count, so with 2+ threads the trainer runs a step on one thread whenever
+ * that is faster: with another busy process on the cores, every step's barriers wait
+ * for a descheduled thread (Brown, 2 threads beside one busy process: 2.4x the time of
+ * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on one thread and
+ * as many on all (whole steps, drawing included, per example) and runs the rest of the
+ * period on the faster; on a quiet machine the trials cost about 1% of the run. */
+#define W2V_PICK_PERIOD 512
+#define W2V_PICK_TRIAL 8
+
+typedef struct {
+    int64_t step;        /* steps recorded */
+    double secs[2];      /* this period's trials: [0] all threads, [1] one */
+    int64_t examples[2];
+    bool one;            /* the rest of the period on one thread */
+} w2v_pick;
+
+/* Whether the coming step runs on one thread. */
+static bool pick_one(const w2v_pick *p)
+{
+    const int64_t k = p->step % W2V_PICK_PERIOD;
+    return k < W2V_PICK_TRIAL ? true : k < 2 * W2V_PICK_TRIAL ? false : p->one;
+}
+
+/* Records a step that ran on one thread (one) or all, and decides at the trials' end. */
+static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
+{
+    const int64_t k = p->step++ % W2V_PICK_PERIOD;
+    if (k >= 2 * W2V_PICK_TRIAL) return;
+    p->secs[one] += secs;
+    p->examples[one] += examples;
+    if (k == 2 * W2V_PICK_TRIAL - 1) {
+        p->one = p->secs[1] * (double)p->examples[0] < p->secs[0] * (double)p->examples[1];
+        p->secs[0] = p->secs[1] = 0;
+        p->examples[0] = p->examples[1] = 0;
+    }
+}
+
 /* Rank `rank` of `ranks`'s share of the corpus: bytes [*begin, *end), whole lines (see
  * w2v_parallel). 0, or -1 (errno set). */
 static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, int64_t *end)
@@ -646,6 +684,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     w2v_position saved; /* the position of the coming checkpoint, taken before its fill */
     memset(&saved, 0, sizeof saved);
     bool any_active = true;
+    const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
+    w2v_pick pk = {0, {0, 0}, {0, 0}, false};
     if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (tc_reader_open(&t.rd, cfg->train)) {
@@ -689,7 +729,9 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             lr_rec = (w2v_lr_record){sg_optim_steps(opt) + 1, lr_tokens * ranks, total};
             const double lr = w2v_lr_decay(alpha, lr_tokens * ranks, total);
             const int64_t n = t.n;
-            tp = tc_now();
+            const bool one = pick && pick_one(&pk);
+            if (pick) sg_ctx_set_threads(m.ctx, one ? 1 : threads);
+            const double t_step = tp = tc_now();
             sg_tensor *loss = step_forward(&t, &m, opt);
             res->t_forward += tc_now() - tp;
             int st = loss ? SG_OK : -1;
@@ -700,7 +742,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                                   (sg_optim_steps(opt) + 1) % cfg->save_every == 0;
             if (save_now) take_position(&t, ep, &saved);
             tp = tc_now();
-            if (loss && threads > 1 && !cfg->hogwild) {
+            if (loss && threads > 1 && !cfg->hogwild && !one) {
                 double t_bwd = 0, t_fill = 0;
 #ifdef _OPENMP
 #pragma omp parallel sections num_threads(2)
@@ -732,6 +774,11 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                 res->t_backward += t_mid - tp;
                 fill_batch(&t);
                 res->t_draw += tc_now() - t_mid;
+                if (pick) res->t_overlapped += tc_now() - tp; /* the two, in turn */
+            }
+            if (pick) {
+                pick_record(&pk, one, tc_now() - t_step, n);
+                res->steps_one_thread += one;
             }
             if (st) {
                 if (loss)
@@ -786,6 +833,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             }
         }
         tc_reader_close(&t.rd);
+        if (pick) sg_ctx_set_threads(m.ctx, threads);
         /* this rank's share is done: it joins the others' syncs until every rank's is */
         tp = tc_now();
         while (par && any_active)

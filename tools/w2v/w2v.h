@@ -92,6 +92,7 @@ typedef struct {
      * drawn while the backward runs: `overlapped` is that part's wall time, the longer
      * of the two); the merges under mpirun */
     double t_forward, t_backward, t_draw, t_overlapped, t_sync;
+    int64_t steps_one_thread; /* with 2+ threads: steps run on one thread (w2v_pick) */
 } w2v_result;
 
 /* A trained model: the context owns the tables. */
