@@ -14,9 +14,9 @@
  * buffers) are advised to the kernel for transparent huge pages. Rows of a table far
  * bigger than the TLB's reach are read and written in random order, and with 4 KiB pages
  * nearly every row access also walks the page tables: sgrad-w2v at a 1M-word vocabulary
- * (two 400 MB tables) took 0.81x the time with 2 MiB pages (3 pairs), same vectors. Advice only: a
- * kernel without THP, or with THP off, keeps 4 KiB pages. A caller who wants no advice
- * passes its own allocator (sg_ctx_opts.allocator), which is used as it is. */
+ * (two 400 MB tables) took 0.81x the time with 2 MiB pages (3 pairs), same vectors.
+ * Advice only: a kernel without THP, or with THP off, keeps 4 KiB pages. A caller who
+ * wants no advice passes its own allocator (sg_ctx_opts.allocator), used as it is. */
 #define SG__HUGE_ADVISE_MIN ((size_t)4 << 20)
 #define SG__HUGE_PAGE ((uintptr_t)2 << 20)
 

@@ -40,6 +40,8 @@ static void make_corpus(void)
     fclose(f);
 }
 
+static w2v_result last_result; /* of the last train_and_score */
+
 /* Trains and counts the words whose PER_TOPIC - 1 nearest neighbours are exactly their
  * topic mates. The vectors are copied to `vec` when it is not NULL. */
 static int train_and_score(w2v_config *cfg, double *loss, float *vec)
@@ -54,6 +56,7 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
     w2v_model m = {0};
     int good = -1;
     CHECK(w2v_train(cfg, &v, NULL, &res, &m) == 0);
+    last_result = res;
     if (m.ctx) {
         const int64_t V = v.size, D = cfg->size;
         CHECK(res.examples > 0);
@@ -161,6 +164,10 @@ TEST(deterministic_across_thread_counts)
     train_and_score(&c, &l1, one);
     c.threads = 2;
     train_and_score(&c, &l2, two);
+    /* the run mixed steps on two threads with the picker's steps on one (w2v_pick: 31
+     * steps here, the trial at steps 8-15 on one thread) */
+    CHECK(last_result.steps > last_result.steps_one_thread);
+    CHECK(last_result.steps_one_thread > 0);
     CHECK(memcmp(one, two, sizeof one) == 0);
     CHECK(l1 == l2);
     /* and a different seed gives different vectors (the comparison can fail) */

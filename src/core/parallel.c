@@ -47,7 +47,7 @@ void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn,
         return;
     }
 #ifdef _OPENMP
-    if (omp_in_parallel()) {
+    if (sg__in_caller_region()) {
         /* Inside the caller's parallel region a nested one would get one thread: the
          * chunks become tasks instead, taken up by the region's threads that are idle (at
          * a barrier or a wait). Same chunks, same results; this call returns when all

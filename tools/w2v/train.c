@@ -485,15 +485,16 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * any thread count, so with 2+ threads the trainer runs a step on one thread whenever
  * that is faster: with another busy process on the cores, every step's barriers wait
  * for a descheduled thread (Brown, 2 threads beside one busy process: 2.4x the time of
- * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on one thread and
- * as many on all (whole steps, drawing included, per example) and runs the rest of the
- * period on the faster; on a quiet machine only the trials' 8 of 512 steps run slower. */
+ * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on all threads and
+ * then as many on one (whole steps, drawing included, per example) and runs the rest of
+ * the period on the faster. A run shorter than W2V_PICK_TRIAL steps runs on the threads
+ * asked for. (Trials ever further apart while the choice holds measured no better.) */
 #define W2V_PICK_PERIOD 512
 #define W2V_PICK_TRIAL 8
 
 typedef struct {
     int64_t step;        /* steps recorded */
-    double secs[2];      /* this period's trials: [0] all threads, [1] one */
+    double secs[2];      /* this period's trial: [0] all threads, [1] one */
     int64_t examples[2];
     bool one;            /* the rest of the period on one thread */
 } w2v_pick;
@@ -502,10 +503,10 @@ typedef struct {
 static bool pick_one(const w2v_pick *p)
 {
     const int64_t k = p->step % W2V_PICK_PERIOD;
-    return k < W2V_PICK_TRIAL ? true : k < 2 * W2V_PICK_TRIAL ? false : p->one;
+    return k < 2 * W2V_PICK_TRIAL ? k >= W2V_PICK_TRIAL : p->one;
 }
 
-/* Records a step that ran on one thread (one) or all, and decides at the trials' end. */
+/* Records a step that ran on one thread (one) or all, and decides at the trial's end. */
 static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
 {
     const int64_t k = p->step++ % W2V_PICK_PERIOD;
@@ -742,7 +743,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                                   (sg_optim_steps(opt) + 1) % cfg->save_every == 0;
             if (save_now) take_position(&t, ep, &saved);
             tp = tc_now();
-            if (loss && threads > 1 && !cfg->hogwild && !one) {
+            if (loss && pick && !one) {
                 double t_bwd = 0, t_fill = 0;
 #ifdef _OPENMP
 #pragma omp parallel sections num_threads(2)
