@@ -266,6 +266,23 @@ CHECKED_FN(f_matmul_masked, sg_matmul(sg_sparse_mask(in[0], ARGS->mask), in[1]))
 CHECKED_FN(f_sum_masked, sg_sum(sg_sparse_mask(in[0], ARGS->mask)))
 CHECKED_FN(f_sum_masked_chain, sg_sum(sg_add(sg_transpose(sg_scale(sg_sparse_mask(in[0], ARGS->mask), 2.5), 0, 1),
                                              sg_transpose(sg_sparse_mask(in[0], ARGS->mask2), 0, 1))))
+/* A sum's or mean's gradient is uniform (one stored value) through the ops that take it
+ * (binary ops, broadcasting or not, and scale), expanded where an op does not (exp), where
+ * it reaches a leaf, and where a tensor gets a second gradient. */
+CHECKED_FN(f_sum_of_binary, sg_sum(ARGS->bin(in[0], in[1])))
+CHECKED_FN(f_mean_scaled_square, sg_mean(sg_scale(sg_mul(in[0], in[0]), 2.5)))
+CHECKED_FN(f_sum_exp, sg_sum(sg_exp(sg_scale(in[0], 0.5))))
+CHECKED_FN(f_sum_then_square, sg_add(sg_sum(sg_scale(in[0], 1.5)), sg_sum(sg_mul(sg_scale(in[0], 1.5), in[1]))))
+static sg_tensor *f_two_uses(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    sg_tensor *y = sg_scale(in[0], 1.5); /* a non-leaf given two gradients */
+    switch (ARGS->n) {
+    case 0: return sg_add(sg_sum(y), sg_sum(sg_mul(y, y)));
+    case 1: return sg_add(sg_sum(sg_mul(y, y)), sg_sum(y));
+    default: return sg_add(sg_sum(y), sg_mean(y)); /* two uniform ones */
+    }
+}
 /* index_select of a slice of an index_select: the inner backwards get COO gradients. */
 CHECKED_FN(f_select_slice_select,
            sg_index_select(sg_slice(sg_index_select(in[0], 0, ARGS->idx2), ARGS->start, ARGS->end), 0, ARGS->idx))
@@ -377,12 +394,25 @@ static void case_sum(case_run *r)
     CHECK_GRAD(r, f_sum_masked_chain, &ma, 0, x);
     ma.mask = s;
     CHECK_GRAD(r, f_sum_masked, &ma, 1, s);
+    const binary_fn bins[4] = {sg_add, sg_sub, sg_mul, sg_div};
+    for (int k = 0; k < 4; k++) {
+        args b = {.bin = bins[k]};
+        CHECK_GRAD(r, f_sum_of_binary, &b, 0, D64(r, -1, 1, 2, 3), D64(r, 0.5, 2, 2, 3));
+        CHECK_GRAD(r, f_sum_of_binary, &b, 0, D64(r, -1, 1, 3, 1), D64(r, 0.5, 2, 1, 4));
+        CHECK_GRAD(r, f_sum_of_binary, &b, 0, D64(r, -1, 1, 2, 3), D64_0(r, 0.5, 2));
+        sg_tensor *z = D64(r, 0.5, 2, 2, 3);
+        CHECK_GRAD(r, f_sum_of_binary, &b, 0, z, z);
+    }
+    CHECK_GRAD(r, f_sum_exp, NULL, 0, D64(r, -1, 1, 3, 4));
+    CHECK_GRAD(r, f_sum_then_square, NULL, 0, D64(r, -1, 1, 3, 4), D64(r, -1, 1, 3, 4));
+    for (int n = 0; n < 3; n++) CHECK_GRAD(r, f_two_uses, ARG(.n = n), 0, D64(r, -1, 1, 3, 4));
 }
 
 static void case_mean(case_run *r)
 {
     CHECK_GRAD(r, f_unary, ARG(.un = sg_mean), 0, D64(r, -1, 1, 2, 3, 4));
     CHECK_GRAD(r, f_unary, ARG(.un = sg_mean), 0, D64(r, -1, 1, 5));
+    CHECK_GRAD(r, f_mean_scaled_square, NULL, 0, D64(r, -1, 1, 4, 5));
 }
 
 static void reduce_dim_checks(case_run *r, sg_gradcheck_fn f)

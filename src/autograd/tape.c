@@ -243,6 +243,17 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
         if (rc) return rc;
     }
     sg_tensor *cur = x->grad;
+    /* a uniform gradient is kept only where the backward loop will meet it (a non-leaf's
+     * first), so users, optimizers and the rules below only ever see full tensors */
+    if (g->uniform && (cur || !x->node)) {
+        if (!(g = sg__expand_uniform(g))) return sg__status_or_nomem(ctx);
+        owned = true;
+    }
+    if (cur && cur->uniform) {
+        if (!(cur = sg__expand_uniform(cur))) return sg__status_or_nomem(ctx);
+        x->grad = cur;
+        x->grad_owned = true;
+    }
     if (!cur) { /* none + g = g, no copy */
         x->grad = g;
         x->grad_owned = owned;
@@ -358,8 +369,8 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
         sg_node *v = order[i];
         sg_tensor *g = v->out->grad;
         if (!g) continue;
-        if (g->layout == SG_COO && !v->accepts_sparse_gout) {
-            g = sg__densify(g);
+        if ((g->layout == SG_COO && !v->accepts_sparse_gout) || (g->uniform && !v->accepts_uniform_gout)) {
+            g = g->uniform ? sg__expand_uniform(g) : sg__densify(g);
             if (!g) {
                 run_deferred(ctx, false);
                 return ctx->status;

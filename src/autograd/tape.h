@@ -10,7 +10,8 @@
 #include "sparse/sparse.h"
 
 /* A backward function receives the node and the (dense, unless the node accepts sparse)
- * gradient of its output, and pushes input gradients with sg__accum_grad. */
+ * gradient of its output, and pushes input gradients with sg__accum_grad. A uniform gout
+ * (core.h: one stored element) reaches only nodes that accept one. */
 typedef int (*sg__backward_fn)(sg_node *n, sg_tensor *gout);
 
 #define SG__MAX_NODE_INPUTS 4
@@ -26,6 +27,7 @@ struct sg_node {
     int64_t iarg[4];     /* op-specific integers (dims, flags) */
     void *extra;         /* op-specific pointer (e.g. an optimizer for fused updates) */
     bool accepts_sparse_gout; /* else the engine densifies a COO gout first */
+    bool accepts_uniform_gout; /* else the engine expands a uniform gout first */
     uint32_t visit;
     int64_t seq; /* creation order on the tape */
 };
@@ -39,7 +41,9 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
 /* Adds g (dense or COO, the shape of x) to x's gradient under DESIGN.md's rules:
  * none + g = g (no copy; `owned` says whether g may later be modified in place),
  * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
- * Leaves that require grad are listed in the gradient store. No-op if !x->requires_grad. */
+ * A uniform g stays uniform only as the first gradient of a non-leaf; a leaf's gradient,
+ * or a sum with another, is expanded first. Leaves that require grad are listed in the
+ * gradient store. No-op if !x->requires_grad. */
 int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
 /* Queues fn(n, arg) to run after the traversal of the current backward has succeeded,
  * in the order queued. For work that must not happen while other nodes may still read

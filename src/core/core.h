@@ -35,6 +35,9 @@ struct sg_tensor {
     int64_t numel; /* elements of the dense meaning */
 
     void *data; /* dense: the elements; COO: NULL */
+    bool uniform; /* dense gradients inside a backward only: every element equals data[0],
+                     the one element stored (sg__tmp_uniform); sg__expand_uniform makes
+                     the full tensor for code that reads elements */
 
     /* COO only */
     int sparse_dim, dense_dim;
@@ -144,6 +147,12 @@ void sg__tensor_destroy(sg_tensor *t);
 /* Dense tape tensor, data uninitialised (zeroed when `zero`). */
 sg_tensor *sg__tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, bool zero);
 sg_tensor *sg__tmp_like(const sg_tensor *t, bool zero); /* dense, t's dtype and shape */
+/* A uniform tape tensor of t's dtype and shape, every element v, storing one element
+ * (a sum's or mean's gradient, so that it costs no pass over the summed tensor). Only the
+ * backward engine and the ops whose nodes set accepts_uniform_gout ever see one. */
+sg_tensor *sg__tmp_uniform(const sg_tensor *t, double v);
+/* The full dense tape tensor of uniform u (a fill). */
+sg_tensor *sg__expand_uniform(const sg_tensor *u);
 /* Dense tape tensor header over borrowed data (a view). */
 sg_tensor *sg__view(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape, void *data);
 /* Unchecked COO tape tensor over the given parts (no copy, no validation): for the

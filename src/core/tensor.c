@@ -215,6 +215,42 @@ sg_tensor *sg__tmp_like(const sg_tensor *t, bool zero)
     return sg__tmp(t->ctx, t->dtype, t->ndim, t->shape, zero);
 }
 
+sg_tensor *sg__tmp_uniform(const sg_tensor *t, double v)
+{
+    sg_tensor *u = sg__tmp(t->ctx, t->dtype, 0, t->shape, false); /* one element */
+    if (!u) return NULL;
+    u->ndim = t->ndim; /* then t's shape over it */
+    for (int i = 0; i < t->ndim; i++) u->shape[i] = t->shape[i];
+    u->numel = t->numel;
+    u->uniform = true;
+    SG__DISPATCH_FLOAT(t->dtype, T, { *(T *)u->data = (T)v; });
+    return u;
+}
+
+typedef struct {
+    const sg_tensor *u;
+    void *dst;
+} expand_job;
+
+static void expand_range(void *ud, int64_t lo, int64_t hi)
+{
+    const expand_job *J = ud;
+    SG__DISPATCH_FLOAT(J->u->dtype, T, {
+        T *d = J->dst;
+        const T v = *(const T *)J->u->data;
+        for (int64_t i = lo; i < hi; i++) d[i] = v;
+    });
+}
+
+sg_tensor *sg__expand_uniform(const sg_tensor *u)
+{
+    sg_tensor *g = sg__tmp_like(u, false);
+    if (!g) return NULL;
+    expand_job J = {u, g->data};
+    sg__parallel_for(u->ctx, u->numel, SG__GRAIN, expand_range, &J);
+    return g;
+}
+
 sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const int64_t *shape)
 {
     if (!ctx) return NULL;

@@ -81,10 +81,11 @@ typedef struct {
     sg_dtype dtype;
     bin_kind kind;
     const void *a, *b;
-    const void *g; /* backward: gradient of the output */
+    const void *g; /* backward: gradient of the output (one element when g_uniform) */
     void *dst;     /* forward: the output; backward: gradient of operand `which` */
     int which;
     bin_grad_mode mode; /* backward only */
+    bool g_uniform;     /* backward: every element of the output's gradient is g[0] */
 } bin_job;
 
 /* Walks flat output elements [lo, hi) row by row: x, y point at the operands' elements of
@@ -137,31 +138,36 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-/* dst[operand `which`'s element] OP EXPR (of gv, xv, yv) for columns [j0, j1) of row r. */
+/* One column loop of the backward: dst OP EXPR (of gv, xv, yv) with GV, XV, YV, DST the
+ * column j's gradient, operands and destination. */
+#define BIN_GRAD_COLS(OP, EXPR, GV, XV, YV, DST)                                 \
+    for (int64_t j = j0; j < j1; j++) {                                          \
+        T gv = GV;                                                               \
+        T xv = XV;                                                               \
+        T yv = YV;                                                               \
+        (void)xv;                                                                \
+        (void)yv;                                                                \
+        DST OP EXPR;                                                             \
+    }
+
+/* dst[operand `which`'s element] OP EXPR (of gv, xv, yv) for columns [j0, j1) of row r;
+ * a uniform gradient is one value gu (no pass over a filled tensor). */
 #define BIN_GRAD_ROW_OP(OP, EXPR)                                                \
     do {                                                                         \
         const T *x = A + row_off(bc, 0, r);                                      \
         const T *y = B + row_off(bc, 1, r);                                      \
-        const T *gr = G + r * n3;                                                \
         T *dr = D + row_off(bc, J->which, r);                                    \
-        if (sa == 1 && sb == 1 && sd == 1) {                                     \
-            for (int64_t j = j0; j < j1; j++) {                                  \
-                T gv = gr[j];                                                    \
-                T xv = x[j];                                                     \
-                T yv = y[j];                                                     \
-                (void)xv;                                                        \
-                (void)yv;                                                        \
-                dr[j] OP EXPR;                                                   \
-            }                                                                    \
+        if (J->g_uniform) {                                                      \
+            if (sa == 1 && sb == 1 && sd == 1)                                   \
+                BIN_GRAD_COLS(OP, EXPR, gu, x[j], y[j], dr[j])                   \
+            else                                                                 \
+                BIN_GRAD_COLS(OP, EXPR, gu, x[j * sa], y[j * sb], dr[j * sd])    \
         } else {                                                                 \
-            for (int64_t j = j0; j < j1; j++) {                                  \
-                T gv = gr[j];                                                    \
-                T xv = x[j * sa];                                                \
-                T yv = y[j * sb];                                                \
-                (void)xv;                                                        \
-                (void)yv;                                                        \
-                dr[j * sd] OP EXPR;                                              \
-            }                                                                    \
+            const T *gr = G + r * n3;                                            \
+            if (sa == 1 && sb == 1 && sd == 1)                                   \
+                BIN_GRAD_COLS(OP, EXPR, gr[j], x[j], y[j], dr[j])                \
+            else                                                                 \
+                BIN_GRAD_COLS(OP, EXPR, gr[j], x[j * sa], y[j * sb], dr[j * sd]) \
         }                                                                        \
     } while (0);
 
@@ -189,6 +195,7 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
         const T *A = J->a;
         const T *B = J->b;
         const T *G = J->g;
+        const T gu = J->g_uniform ? G[0] : (T)0;
         T *D = J->dst;
         switch (J->kind) {
         case BIN_ADD: BIN_GRAD_TERMS(gv, gv) break;
@@ -212,7 +219,7 @@ static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *g
     sg_tensor *g = sg__tmp_like(x, !full);
     if (!g) return NULL;
     bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
-                 gout->data, g->data, which, BIN_GRAD_ACCUM};
+                 gout->data, g->data, which, BIN_GRAD_ACCUM, gout->uniform};
     if (full) {
         J.mode = both ? BIN_GRAD_SET_BOTH : BIN_GRAD_SET;
         sg__parallel_for(x->ctx, bc->numel, SG__GRAIN, bin_grad, &J);
@@ -277,13 +284,14 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     }
     sg_tensor *out = sg__tmp(ctx, a->dtype, bc.ndim, bc.shape, false);
     if (!out) return NULL;
-    bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0, BIN_GRAD_ACCUM};
+    bin_job J = {&bc, a->dtype, kind, a->data, b->data, NULL, out->data, 0, BIN_GRAD_ACCUM, false};
     sg__parallel_for(ctx, bc.numel, SG__GRAIN, bin_fwd, &J);
     sg_tensor *in[2] = {a, b};
     if (sg__needs_grad(ctx, 2, in)) {
         sg_node *n = sg__node_new(ctx, bin_backward, op, out, 2, in);
         if (!n) return NULL;
         n->iarg[0] = kind;
+        n->accepts_uniform_gout = true;
     }
     return out;
 }
@@ -298,7 +306,14 @@ sg_tensor *sg_div(sg_tensor *a, sg_tensor *b) { return binary(BIN_DIV, a, b); }
 
 static int scale_backward(sg_node *n, sg_tensor *gout)
 {
-    sg_tensor *g = sg__op_scaled(gout, n->scalar[0]);
+    sg_tensor *g;
+    if (gout->uniform) { /* stays uniform; the product rounded as sg__op_scaled rounds it */
+        double v = 0;
+        SG__DISPATCH_FLOAT(gout->dtype, T, { v = (double)(*(const T *)gout->data * (T)n->scalar[0]); });
+        g = sg__tmp_uniform(gout, v);
+    } else {
+        g = sg__op_scaled(gout, n->scalar[0]);
+    }
     if (!g) return sg__status_or_nomem(gout->ctx);
     return sg__accum_grad(n->in[0], g, true);
 }
@@ -315,6 +330,7 @@ sg_tensor *sg_scale(sg_tensor *a, double s)
         sg_node *n = sg__node_new(a->ctx, scale_backward, "sg_scale", out, 1, &a);
         if (!n) return NULL;
         n->scalar[0] = s;
+        n->accepts_uniform_gout = true;
     }
     return out;
 }

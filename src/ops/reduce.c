@@ -34,31 +34,13 @@ static void sum_chunks(void *ud, int64_t lo, int64_t hi)
     });
 }
 
-/* Fills dst (dense float) with the value v. */
-typedef struct {
-    sg_dtype dtype;
-    void *dst;
-    double v;
-} fill_job;
-
-static void fill_run(void *ud, int64_t lo, int64_t hi)
-{
-    const fill_job *J = ud;
-    SG__DISPATCH_FLOAT(J->dtype, T, {
-        T *d = J->dst;
-        const T v = (T)J->v;
-        for (int64_t i = lo; i < hi; i++) d[i] = v;
-    });
-}
-
-/* scalar[0]: 1 for sum, 1/numel for mean. */
+/* scalar[0]: 1 for sum, 1/numel for mean. The gradient is uniform (core.h): the ops that
+ * take it (the elementwise ones, scale) read one value instead of a filled tensor. */
 static int reduce_all_backward(sg_node *n, sg_tensor *gout)
 {
     sg_tensor *x = n->in[0];
-    sg_tensor *g = sg__tmp_like(x, false);
+    sg_tensor *g = sg__tmp_uniform(x, sg_tensor_get(gout, 0) * n->scalar[0]);
     if (!g) return sg__status_or_nomem(x->ctx);
-    fill_job J = {x->dtype, g->data, sg_tensor_get(gout, 0) * n->scalar[0]};
-    sg__parallel_for(x->ctx, x->numel, SG__GRAIN, fill_run, &J);
     return sg__accum_grad(x, g, true);
 }
 
