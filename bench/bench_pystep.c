@@ -8,12 +8,19 @@
  * then 50 timed ones; ms is their mean, as the Python script reports (steps / wall
  * time). Optimizers: SGD lr 0.1, LazyAdam lr 1e-3 (the script's). V = 1e6, D = 64,
  * B = 1e4; --quick: V = 1e4, 5 steps. One thread unless --threads says otherwise. There
- * is no reference loop (ref_ms null): train_step in the optim family has one. */
+ * is no reference loop (ref_ms null): train_step in the optim family has one.
+ * probe_ms (SGD): plain loops making the passes the library's step makes, each its own
+ * loop, over the same batches right after the library's steps: gather the rows (with the
+ * library's prefetch distance), write e * e, sum it (8 double lanes), write the gradient
+ * 2 e / B (the mul's backward with the sum's uniform gradient), update the rows from it.
+ * What a step of separate ops costs at least here; ms / probe_ms is the library's
+ * distance from it. */
 #include "bench.h"
 
 #include <sgrad.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { PS_D = 64, PS_B = 10000, PS_WARMUP = 3 };
 
@@ -23,6 +30,7 @@ typedef struct {
     sg_tensor **batch;
     int next;
     int failed;
+    float *e, *p, *g; /* the probe's (B, D) buffers */
 } pystep;
 
 static void py_step(void *ud)
@@ -32,6 +40,32 @@ static void py_step(void *ud)
     sg_tensor *loss = sg_scale(sg_sum(sg_mul(e, e)), 1.0 / PS_B);
     if (!loss || sg_backward(loss) || sg_optim_step(c->opt)) c->failed = 1;
     sg_tape_reset(sg_tensor_ctx(c->W));
+}
+
+/* The SGD step as plain loops (probe_ms in the header). */
+static void probe_step(pystep *c)
+{
+    enum { AHEAD = 8 };
+    const int64_t *idx = sg_tensor_data(c->batch[c->next++]);
+    float *W = sg_tensor_f32(c->W), *e = c->e, *p = c->p, *g = c->g;
+    for (int64_t b = 0; b < PS_B; b++) {
+        if (b + AHEAD < PS_B)
+            for (int k = 0; k < PS_D; k += 16) __builtin_prefetch(W + idx[b + AHEAD] * PS_D + k);
+        memcpy(e + b * PS_D, W + idx[b] * PS_D, PS_D * sizeof *e);
+    }
+    for (int64_t i = 0; i < PS_B * PS_D; i++) p[i] = e[i] * e[i];
+    double lane[8] = {0};
+    for (int64_t i = 0; i < PS_B * PS_D; i += 8)
+        for (int k = 0; k < 8; k++) lane[k] += (double)p[i + k];
+    sgb_sink(lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7]);
+    const float c2 = 2.0f / PS_B, lr = 0.1f;
+    for (int64_t i = 0; i < PS_B * PS_D; i++) g[i] = c2 * e[i];
+    for (int64_t b = 0; b < PS_B; b++) {
+        if (b + AHEAD < PS_B)
+            for (int k = 0; k < PS_D; k += 16) __builtin_prefetch(W + idx[b + AHEAD] * PS_D + k, 1);
+        float *w = W + idx[b] * PS_D;
+        for (int64_t j = 0; j < PS_D; j++) w[j] -= lr * g[b * PS_D + j];
+    }
 }
 
 int sgb_pystep(const sgb_cfg *cfg)
@@ -70,10 +104,24 @@ int sgb_pystep(const sgb_cfg *cfg)
             fprintf(stderr, "pystep: %s\n", sg_ctx_message(ctx));
             return 1;
         }
-        char params[128], extra[64];
+        char params[128], extra[96];
         snprintf(params, sizeof params, "{\"opt\":\"%s\",\"V\":%lld,\"B\":%d,\"D\":%d,\"steps\":%d}",
                  names[k], (long long)V, PS_B, PS_D, steps);
-        snprintf(extra, sizeof extra, "\"steps_per_sec\":%.4g", 1e3 / ms);
+        int el = snprintf(extra, sizeof extra, "\"steps_per_sec\":%.4g", 1e3 / ms);
+        if (k == 0) {
+            const size_t bytes = (size_t)PS_B * PS_D * sizeof(float);
+            c.e = malloc(bytes), c.p = malloc(bytes), c.g = malloc(bytes);
+            if (!c.e || !c.p || !c.g) {
+                fprintf(stderr, "pystep: out of memory for the probe\n");
+                return 1;
+            }
+            c.next = 0;
+            for (int s = 0; s < PS_WARMUP; s++) probe_step(&c);
+            double p0 = sgb_now_ms();
+            for (int s = 0; s < steps; s++) probe_step(&c);
+            snprintf(extra + el, sizeof extra - (size_t)el, ",\"probe_ms\":%.4g", (sgb_now_ms() - p0) / steps);
+            free(c.e), free(c.p), free(c.g);
+        }
         sgb_emit("pystep", "train_step", params, ms, 0, threads, extra);
         sg_optim_free(c.opt);
         free(c.batch);

@@ -8,10 +8,15 @@ if [ ! -x "$build/sgrad-bench" ]; then
     exit 77
 fi
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.pystep"' EXIT
 "$build/sgrad-bench" --quick all >"$out"
-python3 - "$out" <<'PY'
+"$build/sgrad-bench" --quick pystep >"$out.pystep" # a named family, not in all
+python3 - "$out" "$out.pystep" <<'PY'
 import json, sys
+py = [json.loads(l) for l in open(sys.argv[2]).read().splitlines()]
+assert [o["params"]["opt"] for o in py] == ["sgd", "lazy_adam"], py
+assert all(o["bench"] == "pystep" and o["ms"] > 0 for o in py), py
+assert py[0]["probe_ms"] > 0 and "probe_ms" not in py[1], py
 lines = open(sys.argv[1]).read().splitlines()
 fams = set()
 for n, line in enumerate(lines, 1):
