@@ -176,6 +176,35 @@ TEST(deterministic_across_thread_counts)
     CHECK(memcmp(one, two, sizeof one) != 0);
 }
 
+/* Runs one picker period of W2V_PICK_PERIOD steps, each of 100 examples taking all_secs
+ * on all threads or one_secs on one; returns how many of its trial steps ran on one. */
+static int pick_period(w2v_pick *p, double all_secs, double one_secs)
+{
+    int trial_one = 0;
+    for (int k = 0; k < W2V_PICK_PERIOD; k++) {
+        const bool one = pick_one(p);
+        if (k < 2 * W2V_PICK_TRIAL) trial_one += one;
+        pick_record(p, one, one ? one_secs : all_secs, 100);
+    }
+    return trial_one;
+}
+
+TEST(picker_cuts_a_slow_all_thread_trial_short)
+{
+    w2v_pick p = {0, {0, 0}, {0, 0}, false, false, 0};
+    /* the first trial, with no one-thread rate yet, runs its all-thread half in full */
+    CHECK(pick_period(&p, 3.0, 1.0) == W2V_PICK_TRIAL);
+    CHECK(p.one); /* it chose one thread for the rest of the period */
+    /* all threads still 3x slower: the all-thread half stops after W2V_PICK_CUT_AFTER */
+    CHECK(pick_period(&p, 3.0, 1.0) == 2 * W2V_PICK_TRIAL - W2V_PICK_CUT_AFTER);
+    /* all threads within W2V_PICK_CUT of one (here 1.2x): the full half, and one chosen */
+    CHECK(pick_period(&p, 1.2, 1.0) == W2V_PICK_TRIAL);
+    CHECK(p.one);
+    /* all threads faster: a full half, and all threads chosen for the rest */
+    CHECK(pick_period(&p, 0.6, 1.0) == W2V_PICK_TRIAL);
+    CHECK(!p.one);
+}
+
 TEST(dominant_word_keeps_training_stable)
 {
     /* "the" is 30% of the tokens and a common noise word: an 8192-example batch would

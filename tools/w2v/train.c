@@ -487,23 +487,31 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * for a descheduled thread (Brown, 2 threads beside one busy process: 2.4x the time of
  * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on all threads and
  * then as many on one (whole steps, drawing included, per example) and runs the rest of
- * the period on the faster. A run shorter than W2V_PICK_TRIAL steps runs on the threads
- * asked for. (Trials ever further apart while the choice holds measured no better.) */
+ * the period on the faster. The all-thread half stops early, after W2V_PICK_CUT_AFTER
+ * steps, when those took more than W2V_PICK_CUT times the last one-thread half's time per
+ * example: beside a busy process such a step takes several times a one-thread step, and
+ * the trial's all-thread steps were most of what a 2-thread run lost there. A run shorter
+ * than W2V_PICK_TRIAL steps runs on the threads asked for. (Trials ever further apart
+ * while the choice holds measured no better.) */
 #define W2V_PICK_PERIOD 512
 #define W2V_PICK_TRIAL 8
+#define W2V_PICK_CUT_AFTER 2
+#define W2V_PICK_CUT 1.5
 
 typedef struct {
     int64_t step;        /* steps recorded */
     double secs[2];      /* this period's trial: [0] all threads, [1] one */
     int64_t examples[2];
     bool one;            /* the rest of the period on one thread */
+    bool cut;            /* this trial's all-thread half stopped early */
+    double one_rate;     /* seconds per example of the last one-thread half; 0: none yet */
 } w2v_pick;
 
 /* Whether the coming step runs on one thread. */
 static bool pick_one(const w2v_pick *p)
 {
     const int64_t k = p->step % W2V_PICK_PERIOD;
-    return k < 2 * W2V_PICK_TRIAL ? k >= W2V_PICK_TRIAL : p->one;
+    return k < 2 * W2V_PICK_TRIAL ? k >= W2V_PICK_TRIAL || p->cut : p->one;
 }
 
 /* Records a step that ran on one thread (one) or all, and decides at the trial's end. */
@@ -513,10 +521,15 @@ static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
     if (k >= 2 * W2V_PICK_TRIAL) return;
     p->secs[one] += secs;
     p->examples[one] += examples;
+    if (!one && k + 1 >= W2V_PICK_CUT_AFTER && p->one_rate > 0 &&
+        p->secs[0] > W2V_PICK_CUT * p->one_rate * (double)p->examples[0])
+        p->cut = true;
     if (k == 2 * W2V_PICK_TRIAL - 1) {
         p->one = p->secs[1] * (double)p->examples[0] < p->secs[0] * (double)p->examples[1];
+        p->one_rate = p->examples[1] ? p->secs[1] / (double)p->examples[1] : 0;
         p->secs[0] = p->secs[1] = 0;
         p->examples[0] = p->examples[1] = 0;
+        p->cut = false;
     }
 }
 
@@ -686,7 +699,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     memset(&saved, 0, sizeof saved);
     bool any_active = true;
     const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
-    w2v_pick pk = {0, {0, 0}, {0, 0}, false};
+    w2v_pick pk = {0, {0, 0}, {0, 0}, false, false, 0};
     if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (tc_reader_open(&t.rd, cfg->train)) {
