@@ -263,6 +263,11 @@ static inline void sg__parallel_for(sg_ctx *ctx, int64_t n, int64_t grain, sg__r
     sg__parallel_chunks(ctx, n, grain, fn, ud);
 }
 
+/* sg__parallel_for with the chunks taken by whichever thread is free instead of spread
+ * evenly: for kernels whose chunks take unequal times (random table rows, where some
+ * chunks wait on memory much longer). The same chunks, so the same results. */
+void sg__parallel_for_dynamic(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud);
+
 /* A chunk's test for sg__parallel_any: true when items [lo, hi) hold what the kernel
  * looks for. */
 typedef bool (*sg__range_test)(void *ud, int64_t lo, int64_t hi);

@@ -1,4 +1,5 @@
-/* The one parallel loop every kernel goes through, and its variant for kernels whose
+/* The one parallel loop every kernel goes through (statically spread, or dynamically for
+ * kernels whose chunks take unequal times), and its variant for kernels whose
  * ranges each scan all of their input. Invariant: sg__parallel_for's chunking is a
  * function of (n, grain) only, so the thread count never changes which items a chunk
  * holds or the order inside it; only sg__parallel_ranges cuts by the thread count, for
@@ -35,7 +36,10 @@ int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
 static void run_chunk(sg__range_fn fn, void *ud, int64_t lo, int64_t hi) { fn(ud, lo, hi); }
 #endif
 
-void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
+/* The chunks of sg__parallel_for: statically spread (a thread gets the same chunks of
+ * consecutive loops over one tensor, so they stay in its cache) or, `dynamic`, taken by
+ * whichever thread is free (for kernels whose chunks cost unequal times). */
+static void run_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud, bool dynamic)
 {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -60,10 +64,29 @@ void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn,
 #pragma omp taskwait
         return;
     }
+    if (dynamic) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+        for (int64_t c = 0; c < chunks; c++)
+            fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+        return;
+    }
 #pragma omp parallel for num_threads(threads) schedule(static)
+#else
+    (void)dynamic;
 #endif
     for (int64_t c = 0; c < chunks; c++)
         fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+}
+
+void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
+{
+    run_chunks(ctx, n, grain, fn, ud, false);
+}
+
+void sg__parallel_for_dynamic(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)
+{
+    if (n > 0 && n <= grain) fn(ud, 0, n);
+    else run_chunks(ctx, n, grain, fn, ud, true);
 }
 
 typedef struct {

@@ -205,7 +205,7 @@ sg_tensor *sg_hs_loss(sg_tensor *h, sg_tensor *W, sg_tensor *nodes, sg_tensor *c
     hs_job j = {.h = h, .W = W, .nodes = nodes, .codes = codes, .offsets = offsets,
                 .coef = coef, .hdir = hdir, .partial = partial, .B = B, .P = P, .D = D,
                 .grain = grain};
-    sg__parallel_for(ctx, B, grain, hs_forward_range, &j);
+    sg__parallel_for_dynamic(ctx, B, grain, hs_forward_range, &j);
     double loss = 0;
     for (int64_t c = 0; c < chunks; c++) loss += partial[c];
     SG__DISPATCH_FLOAT(out->dtype, F, { *(F *)out->data = (F)loss; });

@@ -229,7 +229,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
 
     sgns_job j = {.h = h, .W = W, .tg = targets, .coef = coef, .hdir = hdir,
                   .partial = partial, .B = B, .T = T, .D = h->shape[1], .grain = grain};
-    sg__parallel_for(ctx, B, grain, sgns_forward_range, &j);
+    sg__parallel_for_dynamic(ctx, B, grain, sgns_forward_range, &j);
     double loss = 0;
     for (int64_t c = 0; c < chunks; c++) loss += partial[c];
     SG__DISPATCH_FLOAT(out->dtype, F, { *(F *)out->data = (F)loss; });
