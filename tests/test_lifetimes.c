@@ -9,6 +9,8 @@
 #include "optim/optim.h"
 #include "testutil.h"
 
+#include <float.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -402,6 +404,34 @@ static bool all_finite(sg_tensor *t)
     return true;
 }
 
+/* The guard's scans read 16 values at a time, then the rest: in both dtypes a NaN or an
+ * infinity of either sign is found wherever it lies (first element, inside the blocks,
+ * the last of a block, the tail), and the largest finite value passes. */
+TEST(guard_finds_nonfinite_values_anywhere_in_a_long_gradient)
+{
+    const int64_t rows = 7, width = 37, at[4] = {0, 100, 255, 258}; /* 259 = 16 x 16 + 3 */
+    const sg_dtype dtypes[2] = {SG_F32, SG_F64};
+    for (int t = 0; t < 2; t++) {
+        const double bads[4] = {NAN, -NAN, INFINITY, -INFINITY};
+        const double big = dtypes[t] == SG_F32 ? FLT_MAX : DBL_MAX;
+        for (int b = -1; b < 4; b++)
+            for (int a = 0; a < 4; a++) {
+                sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+                sg_optim *opt = sg_optim_sgd(ctx, &(sg_sgd_opts){0.1, 0, 0, 0, 0});
+                sg_tensor *w = sg_tensor_requires_grad(sg_tensor_new(ctx, dtypes[t], 2, (int64_t[]){rows, width}), 1);
+                CHECK(sg_optim_add_param(opt, w) == SG_OK && sg_optim_set_check_finite(opt, 1) == SG_OK);
+                sg_tensor *g = sg_tensor_new_tmp(ctx, dtypes[t], 2, (int64_t[]){rows, width});
+                CHECK(sg_tensor_fill(g, 1e-3) == SG_OK);
+                const double v = b < 0 ? -big : bads[b]; /* b = -1: finite, large */
+                if (dtypes[t] == SG_F32) sg_tensor_f32(g)[at[a]] = (float)v;
+                else sg_tensor_f64(g)[at[a]] = v;
+                CHECK(sg_backward_grad(w, g) == SG_OK);
+                CHECK_STATUS(ctx, sg_optim_step(opt), b < 0 ? SG_OK : SG_ERR_VALUE);
+                sg_ctx_free(ctx);
+            }
+    }
+}
+
 /* Dense and COO gradients: with the guard a NaN or Inf in the second parameter's gradient
  * refuses the step naming parameter 1 and changes nothing; the same step without the bad
  * value then succeeds; without the guard the bad value reaches the weights. */
@@ -479,6 +509,40 @@ TEST(guard_refuses_nonfinite_fused_embedding_rows)
  * optB. A non-finite value in B makes A's update (h's gradient) non-finite while B's own
  * rows stay finite; B's update is queued first, yet neither table may change. A NaN in A
  * makes B's factored rows (coef x h) non-finite: refused too. */
+/* A fused update's guard bounds its factors by their largest magnitudes (16 at a time,
+ * then the rest): a NaN in the rows that multiply them is found wherever it lies, in both
+ * dtypes, and the table is left as it was. */
+TEST(guard_finds_a_nonfinite_row_value_of_a_long_fused_update)
+{
+    enum { ROWS = 50, D = 37, NB = 8, T = 3 }; /* NB x D = 296 = 18 x 16 + 8 values */
+    const int64_t at[5] = {0, 116, 140, 255, 290};
+    const sg_dtype dtypes[2] = {SG_F32, SG_F64};
+    for (int t = 0; t < 2; t++)
+        for (int a = 0; a < 5; a++) {
+            sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+            sg_optim *opt = sg_optim_sgd(ctx, &(sg_sgd_opts){0.1, 0, 0, 0, 0});
+            sg_tensor *W = sg_tensor_requires_grad(sg_tensor_new(ctx, dtypes[t], 2, (int64_t[]){ROWS, D}), 1);
+            CHECK(sg_optim_add_param(opt, W) == SG_OK && sg_optim_set_check_finite(opt, 1) == SG_OK);
+            CHECK(sg_tensor_fill_uniform(W, -0.1, 0.1) == SG_OK);
+            sg_tensor *h = sg_tensor_new_tmp(ctx, dtypes[t], 2, (int64_t[]){NB, D});
+            CHECK(sg_tensor_fill(h, 0.05) == SG_OK);
+            if (dtypes[t] == SG_F32) sg_tensor_f32(h)[at[a]] = NAN;
+            else sg_tensor_f64(h)[at[a]] = NAN;
+            int64_t tv[NB * T];
+            for (int i = 0; i < NB * T; i++) tv[i] = (7 * i + 3) % ROWS;
+            sg_tensor *tg = sg_tensor_from_data(ctx, SG_I64, 2, (int64_t[]){NB, T}, tv);
+            const size_t bytes = (size_t)ROWS * D * sg_dtype_size(dtypes[t]);
+            void *before = malloc(bytes);
+            memcpy(before, sg_tensor_data(W), bytes);
+            sg_tensor *loss = sg_sgns_loss(h, W, tg, &(sg_sgns_opts){.fused = opt});
+            CHECK(loss != NULL);
+            CHECK_STATUS(ctx, sg_backward(loss), SG_ERR_VALUE);
+            CHECK(memcmp(before, sg_tensor_data(W), bytes) == 0);
+            free(before);
+            sg_ctx_free(ctx);
+        }
+}
+
 TEST(guard_refuses_the_whole_backward_of_fused_updates)
 {
     for (int k = 0; k < N_KINDS; k++) {
