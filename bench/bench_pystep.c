@@ -13,8 +13,8 @@
  * loop, over the same batches right after the library's steps: gather the rows (with the
  * library's prefetch distance), write e * e, sum it (8 double lanes), write the gradient
  * 2 e / B (the mul's backward with the sum's uniform gradient), update the rows from it.
- * What a step of separate ops costs at least here; ms / probe_ms is the library's
- * distance from it. */
+ * What a step of separate ops costs at least here, on one thread (so ms / probe_ms, the
+ * library's distance from it, means something with one thread only). */
 #include "bench.h"
 
 #include <sgrad.h>
@@ -113,6 +113,9 @@ int sgb_pystep(const sgb_cfg *cfg)
             c.e = malloc(bytes), c.p = malloc(bytes), c.g = malloc(bytes);
             if (!c.e || !c.p || !c.g) {
                 fprintf(stderr, "pystep: out of memory for the probe\n");
+                free(c.e), free(c.p), free(c.g), free(c.batch);
+                sg_optim_free(c.opt);
+                sg_ctx_free(ctx);
                 return 1;
             }
             c.next = 0;

@@ -404,6 +404,55 @@ static bool all_finite(sg_tensor *t)
     return true;
 }
 
+/* A backward that fails part-way (here an allocation, at each point in turn) leaves no
+ * gradient on the tensors it had not reached: not a partial one, and not a sum's uniform
+ * gradient (one stored value), which would read as a full tensor. */
+TEST(failed_backward_leaves_no_gradient_on_unreached_tensors)
+{
+    int failures = 0, done = 0;
+    for (long k = 1; k <= 40 && !done; k++) {
+        tu_counting c = {0, 0};
+        sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {tu_count_alloc, tu_count_free, &c}, .threads = 1});
+        const int64_t n = 50000;
+        sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, &n), 1);
+        sg_tensor *b = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, &n), 1);
+        CHECK(sg_tensor_fill(a, 0.5) == SG_OK && sg_tensor_fill(b, -0.25) == SG_OK);
+        sg_tensor *ea = sg_exp(a), *eb = sg_exp(b);
+        sg_tensor *loss = sg_sum(sg_add(ea, eb));
+        CHECK(loss != NULL);
+        c.fail_at = c.calls + k; /* the k-th allocation of the backward fails */
+        int rc = sg_backward(loss);
+        if (rc == SG_OK) {
+            done = 1;
+            CHECK(sg_tensor_get(sg_tensor_grad(a), n - 1) == exp(0.5));
+        } else {
+            failures++;
+            CHECK(rc == SG_ERR_NOMEM);
+            CHECK(sg_tensor_grad(ea) == NULL && sg_tensor_grad(eb) == NULL);
+        }
+        sg_ctx_free(ctx);
+    }
+    CHECK(failures > 0 && done);
+}
+
+/* sum(a + b) gives a and b one shared full form of the sum's uniform gradient; a second
+ * backward adding to a copies a's first, so b keeps its own values. */
+TEST(leaves_sharing_a_sum_gradient_accumulate_apart)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    const int64_t n = 1000;
+    sg_tensor *a = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, &n), 1);
+    sg_tensor *b = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F64, 1, &n), 1);
+    CHECK(sg_backward(sg_sum(sg_add(a, b))) == SG_OK);
+    CHECK(sg_tensor_grad(a) == sg_tensor_grad(b)); /* one expansion, shared */
+    CHECK(sg_backward(sg_sum(sg_scale(a, 2.0))) == SG_OK);
+    for (int64_t i = 0; i < n; i += 111) {
+        CHECK(sg_tensor_get(sg_tensor_grad(a), i) == 3.0);
+        CHECK(sg_tensor_get(sg_tensor_grad(b), i) == 1.0);
+    }
+    sg_ctx_free(ctx);
+}
+
 /* The guard's scans read 16 values at a time, then the rest: in both dtypes a NaN or an
  * infinity of either sign is found wherever it lies (first element, inside the blocks,
  * the last of a block, the tail), and the largest finite value passes. */
@@ -505,13 +554,10 @@ TEST(guard_refuses_nonfinite_fused_embedding_rows)
     }
 }
 
-/* word2vec's step, fused twice: h = embedding(A) fused into optA, sgns(h, B) fused into
- * optB. A non-finite value in B makes A's update (h's gradient) non-finite while B's own
- * rows stay finite; B's update is queued first, yet neither table may change. A NaN in A
- * makes B's factored rows (coef x h) non-finite: refused too. */
-/* A fused update's guard bounds its factors by their largest magnitudes (16 at a time,
- * then the rest): a NaN in the rows that multiply them is found wherever it lies, in both
- * dtypes, and the table is left as it was. */
+/* A fused update's guard bounds its factors by their largest magnitudes (16 values at a
+ * time, then the rest): a NaN in a row of h (and so in its coefficients, at positions in
+ * and past the 16-value blocks) is found wherever it lies, in both dtypes, and the table
+ * is left as it was. */
 TEST(guard_finds_a_nonfinite_row_value_of_a_long_fused_update)
 {
     enum { ROWS = 50, D = 37, NB = 8, T = 3 }; /* NB x D = 296 = 18 x 16 + 8 values */
@@ -543,6 +589,10 @@ TEST(guard_finds_a_nonfinite_row_value_of_a_long_fused_update)
         }
 }
 
+/* word2vec's step, fused twice: h = embedding(A) fused into optA, sgns(h, B) fused into
+ * optB. A non-finite value in B makes A's update (h's gradient) non-finite while B's own
+ * rows stay finite; B's update is queued first, yet neither table may change. A NaN in A
+ * makes B's factored rows (coef x h) non-finite: refused too. */
 TEST(guard_refuses_the_whole_backward_of_fused_updates)
 {
     for (int k = 0; k < N_KINDS; k++) {

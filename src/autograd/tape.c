@@ -246,8 +246,12 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
     /* a uniform gradient is kept only where the backward loop will meet it (a non-leaf's
      * first), so users, optimizers and the rules below only ever see full tensors */
     if (g->uniform && (cur || !x->node)) {
-        if (!(g = sg__expand_uniform(g))) return sg__status_or_nomem(ctx);
-        owned = true;
+        if (owned) { /* given to x alone */
+            if (!(g = sg__expand_uniform(g))) return sg__status_or_nomem(ctx);
+        } else { /* shared (an add's operands): one expansion for all of them, unowned */
+            if (!g->expanded && !(g->expanded = sg__expand_uniform(g))) return sg__status_or_nomem(ctx);
+            g = g->expanded;
+        }
     }
     if (cur && cur->uniform) {
         if (!(cur = sg__expand_uniform(cur))) return sg__status_or_nomem(ctx);
@@ -369,17 +373,18 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
         sg_node *v = order[i];
         sg_tensor *g = v->out->grad;
         if (!g) continue;
+        int rc = SG_OK;
         if ((g->layout == SG_COO && !v->accepts_sparse_gout) || (g->uniform && !v->accepts_uniform_gout)) {
             g = g->uniform ? sg__expand_uniform(g) : sg__densify(g);
-            if (!g) {
-                run_deferred(ctx, false);
-                return ctx->status;
-            }
+            if (!g) rc = sg__status_or_nomem(ctx);
         }
-        int rc = v->backward(v, g);
+        if (rc == SG_OK) rc = v->backward(v, g);
         v->out->grad = NULL;
         if (rc) {
             if (!ctx->status) sg__failc(ctx, rc, "backward of %s failed", v->name);
+            /* the nodes not reached keep no gradient: a partial one, or a uniform one (one
+             * stored element) that sg_tensor_grad would hand out as a full tensor */
+            for (int64_t k = i + 1; k < n; k++) order[k]->out->grad = NULL;
             run_deferred(ctx, false);
             return rc;
         }

@@ -38,6 +38,8 @@ struct sg_tensor {
     bool uniform; /* dense gradients inside a backward only: every element equals data[0],
                      the one element stored (sg__tmp_uniform); sg__expand_uniform makes
                      the full tensor for code that reads elements */
+    sg_tensor *expanded; /* uniform only: its full form shared by the tensors that took it
+                            unowned (sg__accum_grad), made once */
 
     /* COO only */
     int sparse_dim, dense_dim;

@@ -487,10 +487,11 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * for a descheduled thread (Brown, 2 threads beside one busy process: 2.4x the time of
  * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on all threads and
  * then as many on one (whole steps, drawing included, per example) and runs the rest of
- * the period on the faster. The all-thread half stops early, after W2V_PICK_CUT_AFTER
- * steps, when those took more than W2V_PICK_CUT times the last one-thread half's time per
- * example: beside a busy process such a step takes several times a one-thread step, and
- * the trial's all-thread steps were most of what a 2-thread run lost there. A run shorter
+ * the period on the faster. The all-thread half stops early, from its
+ * W2V_PICK_CUT_AFTER-th step on, as soon as its steps so far took more than W2V_PICK_CUT
+ * times the last one-thread half's time per example: beside a busy process such a step
+ * takes several times a one-thread step, and the trial's all-thread steps were most of
+ * what a 2-thread run lost there. A run shorter
  * than W2V_PICK_TRIAL steps runs on the threads asked for. (Trials ever further apart
  * while the choice holds measured no better.) */
 #define W2V_PICK_PERIOD 512
