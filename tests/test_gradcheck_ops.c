@@ -272,7 +272,7 @@ CHECKED_FN(f_sum_masked_chain, sg_sum(sg_add(sg_transpose(sg_scale(sg_sparse_mas
 CHECKED_FN(f_sum_of_binary, sg_sum(ARGS->bin(in[0], in[1])))
 CHECKED_FN(f_mean_scaled_square, sg_mean(sg_scale(sg_mul(in[0], in[0]), 2.5)))
 CHECKED_FN(f_sum_exp, sg_sum(sg_exp(sg_scale(in[0], 0.5))))
-CHECKED_FN(f_sum_then_square, sg_add(sg_sum(sg_scale(in[0], 1.5)), sg_sum(sg_mul(sg_scale(in[0], 1.5), in[1]))))
+CHECKED_FN(f_leaf_in_two_sums, sg_add(sg_sum(sg_scale(in[0], 1.5)), sg_sum(sg_mul(sg_scale(in[0], 1.5), in[1]))))
 static sg_tensor *f_two_uses(sg_ctx *ctx, sg_tensor *const *in, void *ud)
 {
     (void)ctx;
@@ -404,7 +404,7 @@ static void case_sum(case_run *r)
         CHECK_GRAD(r, f_sum_of_binary, &b, 0, z, z);
     }
     CHECK_GRAD(r, f_sum_exp, NULL, 0, D64(r, -1, 1, 3, 4));
-    CHECK_GRAD(r, f_sum_then_square, NULL, 0, D64(r, -1, 1, 3, 4), D64(r, -1, 1, 3, 4));
+    CHECK_GRAD(r, f_leaf_in_two_sums, NULL, 0, D64(r, -1, 1, 3, 4), D64(r, -1, 1, 3, 4));
     for (int n = 0; n < 3; n++) CHECK_GRAD(r, f_two_uses, ARG(.n = n), 0, D64(r, -1, 1, 3, 4));
 }
 

@@ -491,9 +491,9 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * W2V_PICK_CUT_AFTER-th step on, as soon as its steps so far took more than W2V_PICK_CUT
  * times the last one-thread half's time per example: beside a busy process such a step
  * takes several times a one-thread step, and the trial's all-thread steps were most of
- * what a 2-thread run lost there. A run shorter
- * than W2V_PICK_TRIAL steps runs on the threads asked for. (Trials ever further apart
- * while the choice holds measured no better.) */
+ * what a 2-thread run lost there. A run shorter than W2V_PICK_TRIAL steps runs on the
+ * threads asked for. (Trials ever further apart while the choice holds measured no
+ * better.) */
 #define W2V_PICK_PERIOD 512
 #define W2V_PICK_TRIAL 8
 #define W2V_PICK_CUT_AFTER 2
