@@ -176,6 +176,32 @@ TEST(deterministic_across_thread_counts)
     CHECK(memcmp(one, two, sizeof one) != 0);
 }
 
+/* Epochs after the first replay its recorded tokens (token ids, not the corpus text):
+ * the same vectors bit for bit as reading the corpus each epoch, and as a record too
+ * small for the corpus, which is dropped; CBOW and skip-gram, 1 and 2 threads. */
+TEST(replayed_epochs_train_as_read_ones)
+{
+    static float read[TOPICS * PER_TOPIC * 16], replayed[TOPICS * PER_TOPIC * 16];
+    for (int cbow = 0; cbow < 2; cbow++)
+        for (int threads = 1; threads <= 2; threads++) {
+            w2v_config c = base_config();
+            c.cbow = cbow;
+            c.threads = threads;
+            double l0 = 0, l1 = 0;
+            c.token_cache = 0;
+            train_and_score(&c, &l0, read);
+            CHECK(last_result.epochs_replayed == 0);
+            c.token_cache = W2V_TOKEN_CACHE_MAX;
+            train_and_score(&c, &l1, replayed);
+            CHECK(last_result.epochs_replayed == c.iter - 1);
+            CHECK(memcmp(read, replayed, sizeof read) == 0 && l0 == l1);
+            c.token_cache = 1000; /* less than the corpus: dropped during the first epoch */
+            train_and_score(&c, &l1, replayed);
+            CHECK(last_result.epochs_replayed == 0);
+            CHECK(memcmp(read, replayed, sizeof read) == 0 && l0 == l1);
+        }
+}
+
 /* Runs one picker period of W2V_PICK_PERIOD steps, each of 100 examples taking all_secs
  * on all threads or one_secs on one; returns how many of its trial steps ran on one. */
 static int pick_period(w2v_pick *p, double all_secs, double one_secs)

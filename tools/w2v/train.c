@@ -74,6 +74,7 @@ void w2v_config_default(w2v_config *c)
     c->debug = 1;
     c->engine = W2V_ENGINE_FUSED;
     c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
+    c->token_cache = W2V_TOKEN_CACHE_MAX;
 }
 
 void w2v_model_free(w2v_model *m)
@@ -93,6 +94,13 @@ typedef struct {
     int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
+    /* The first epoch's share as token codes (a word's id, W2V_TOK_OOV or W2V_TOK_EOL),
+     * replayed by the later epochs: the same tokens in the same order, so the same draws.
+     * tok NULL: not kept (checkpoints need the reader's byte offsets, or the share had more
+     * than cfg->token_cache tokens). */
+    int32_t *tok;
+    int64_t n_tok, cap_tok, at_tok;
+    bool tok_ready; /* the share is recorded: next_sentence replays it */
     /* the current sentence (kept words only) */
     int32_t sen[W2V_MAX_SENTENCE];
     int len, pos;
@@ -143,28 +151,67 @@ static double w2v_lr_schedule(void *ud, int64_t step, double base_lr)
     return step == r->step ? w2v_lr_decay(base_lr, r->words, r->total) : NAN;
 }
 
+enum { W2V_TOK_OOV = -1, W2V_TOK_EOL = -2 };
+
+/* Appends code c to the first epoch's record; past cfg->token_cache codes, or without
+ * memory, drops the record (the later epochs read the corpus as this one did). */
+static void record_token(w2v_trainer *t, int32_t c)
+{
+    if (t->n_tok == t->cap_tok) {
+        int64_t cap = 2 * t->cap_tok;
+        if (cap > t->cfg->token_cache) cap = t->cfg->token_cache;
+        int32_t *g = t->n_tok < cap ? realloc(t->tok, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            free(t->tok);
+            t->tok = NULL;
+            return;
+        }
+        t->tok = g;
+        t->cap_tok = cap;
+    }
+    t->tok[t->n_tok++] = c;
+}
+
+/* The next token of the share: its code (an id, W2V_TOK_OOV or W2V_TOK_EOL), or false at
+ * the share's end. Replays the record once there is one; else reads and looks up the
+ * corpus, recording while a record is kept. */
+static bool next_token(w2v_trainer *t, int32_t *code)
+{
+    if (t->tok_ready) {
+        if (t->at_tok == t->n_tok) return false;
+        *code = t->tok[t->at_tok++];
+        return true;
+    }
+    char word[TC_MAX_WORD];
+    tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end ? TC_TOK_EOF
+                                                                             : tc_reader_next(&t->rd, word);
+    if (k == TC_TOK_EOF) {
+        t->tok_ready = t->tok != NULL;
+        return false;
+    }
+    *code = k == TC_TOK_EOL ? W2V_TOK_EOL : (int32_t)tc_vocab_find(t->v, word); /* -1: OOV */
+    if (t->tok) record_token(t, *code);
+    return true;
+}
+
 /* Reads the next sentence: kept in-vocabulary words, at most W2V_MAX_SENTENCE. */
 static void next_sentence(w2v_trainer *t)
 {
-    char word[TC_MAX_WORD];
     t->len = t->pos = 0;
+    int32_t id;
     while (!t->epoch_done) {
-        tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end
-                       ? TC_TOK_EOF
-                       : tc_reader_next(&t->rd, word);
-        if (k == TC_TOK_EOF) {
+        if (!next_token(t, &id)) {
             t->epoch_done = true;
             break;
         }
-        if (k == TC_TOK_EOL) {
+        if (id == W2V_TOK_EOL) {
             if (t->len > 0) break;
             continue;
         }
         t->tokens++;
-        int64_t id = tc_vocab_find(t->v, word);
         if (id < 0) continue;
         if ((tc_rng_next(&t->rng) & 0xffffffffu) >= t->keep[id]) continue;
-        t->sen[t->len++] = (int32_t)id;
+        t->sen[t->len++] = id;
         if (t->len == W2V_MAX_SENTENCE) break;
     }
 }
@@ -662,6 +709,13 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     at.rng = cfg->seed;
     if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) goto done;
     const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
+    /* the first epoch's tokens, for the later ones (checkpoints record the reader's byte
+     * offset, which a replay has not got) */
+    if (cfg->token_cache > 0 && !cfg->checkpoint && !cfg->resume && cfg->iter - at.epoch > 1) {
+        const int64_t first = (int64_t)1 << 16; /* then doubling, up to cfg->token_cache */
+        t.cap_tok = cfg->token_cache < first ? cfg->token_cache : first;
+        if (!(t.tok = malloc((size_t)t.cap_tok * sizeof *t.tok))) t.cap_tok = 0; /* none: read */
+    }
     if (cfg->debug > 1 && log) {
         fprintf(log, "sgrad-w2v: %s, %s%s%s, alpha %g, batch %lld examples, row hit caps: input %d, "
                      "output %d, inner nodes %d\n", cfg->cbow ? "cbow" : "skip-gram",
@@ -725,6 +779,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             }
             t.epoch_done = false;
             t.len = t.pos = 0;
+            t.at_tok = 0;
+            res->epochs_replayed += t.tok_ready;
             epoch_loss = 0;
             epoch_n = 0;
         }
@@ -895,6 +951,7 @@ done:
     sg_optim_free(opt);
     tc_noise_free(&t.noise);
     free(t.keep);
+    free(t.tok);
     free(t.hits_in);
     free(t.hits_out);
     free(t.hits_node);

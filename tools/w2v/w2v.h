@@ -20,6 +20,9 @@
 #define W2V_MAX_WINDOW 100   /* -window and -negative: at most these */
 #define W2V_MAX_NEGATIVE 100
 #define W2V_MAX_SENTENCE 1000 /* longer lines are cut into sentences of this many words */
+/* The most token ids (4 bytes each) the trainer keeps from its first epoch to replay in
+ * the later ones instead of reading and looking up the corpus again: 256 MiB. */
+#define W2V_TOKEN_CACHE_MAX ((int64_t)1 << 26)
 /* The batches' row-hit caps are tools/common's (tc_row_hit_cap). The same bound holds for
  * hierarchical softmax's inner-node rows (-hs 1): the root is on every path, so it caps a
  * batch at tc_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha) examples; measured in
@@ -75,6 +78,9 @@ typedef struct {
     double dist_timeout;      /* -dist-timeout: seconds a rank waits in a collective under
                                  mpirun; 0: SGRAD_DIST_TIMEOUT, else 300 (dist.c) */
     w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c), else NULL */
+    int64_t token_cache;      /* the most token ids of the first epoch kept to replay in the
+                                 later ones (train.c; W2V_TOKEN_CACHE_MAX by default, 0 none;
+                                 none with checkpoints) */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
@@ -93,6 +99,7 @@ typedef struct {
      * of the two); the merges under mpirun */
     double t_forward, t_backward, t_draw, t_overlapped, t_sync;
     int64_t steps_one_thread; /* with 2+ threads: steps run on one thread (w2v_pick) */
+    int epochs_replayed;      /* epochs whose tokens came from the first one's record */
 } w2v_result;
 
 /* A trained model: the context owns the tables. */
