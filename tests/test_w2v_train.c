@@ -217,7 +217,7 @@ static int pick_period(w2v_pick *p, double all_secs, double one_secs)
 
 TEST(picker_cuts_a_slow_all_thread_trial_short)
 {
-    w2v_pick p = {0, {0, 0}, {0, 0}, false, false, 0};
+    w2v_pick p = {0, {0, 0}, {0, 0}, false, 0};
     /* the first trial, with no one-thread rate yet, runs its all-thread half in full */
     CHECK(pick_period(&p, 3.0, 1.0) == W2V_PICK_TRIAL);
     CHECK(p.one); /* it chose one thread for the rest of the period */

@@ -22,6 +22,11 @@ bool sg__in_caller_region(void)
 }
 
 static int64_t chunk_count(int64_t n, int64_t grain) { return (n + grain - 1) / grain; }
+/* The end of chunk c of `chunks` over [0, n) (the last one may be shorter). */
+static int64_t chunk_end(int64_t c, int64_t chunks, int64_t grain, int64_t n)
+{
+    return c + 1 < chunks ? (c + 1) * grain : n;
+}
 
 int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain)
 {
@@ -47,7 +52,7 @@ static void run_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, v
     int threads = sg__parallel_threads(ctx, n, grain);
     if (threads <= 1) {
         for (int64_t c = 0; c < chunks; c++)
-            fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+            fn(ud, c * grain, chunk_end(c, chunks, grain, n));
         return;
     }
 #ifdef _OPENMP
@@ -57,7 +62,7 @@ static void run_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, v
          * a barrier or a wait). Same chunks, same results; this call returns when all
          * of them are done (the calling thread runs tasks too while it waits). */
         for (int64_t c = 0; c < chunks; c++) {
-            const int64_t lo = c * grain, hi = c + 1 < chunks ? (c + 1) * grain : n;
+            const int64_t lo = c * grain, hi = chunk_end(c, chunks, grain, n);
 #pragma omp task
             run_chunk(fn, ud, lo, hi);
         }
@@ -67,7 +72,7 @@ static void run_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, v
     if (dynamic) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
         for (int64_t c = 0; c < chunks; c++)
-            fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+            fn(ud, c * grain, chunk_end(c, chunks, grain, n));
         return;
     }
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -75,7 +80,7 @@ static void run_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, v
     (void)dynamic;
 #endif
     for (int64_t c = 0; c < chunks; c++)
-        fn(ud, c * grain, c + 1 < chunks ? (c + 1) * grain : n);
+        fn(ud, c * grain, chunk_end(c, chunks, grain, n));
 }
 
 void sg__parallel_chunks(sg_ctx *ctx, int64_t n, int64_t grain, sg__range_fn fn, void *ud)

@@ -498,33 +498,39 @@ typedef struct {
     const void *v;
 } finite_job;
 
-/* The largest |v[i]| of n values; *finite false when one of them is NaN or infinite.
- * Works on the bit patterns (sign cleared, the largest pattern is the largest magnitude,
- * infinities and NaNs lie above every finite one), so it is an integer max that
- * vectorises; AMAX_LANES independent maxima keep the vector units from waiting on one
- * chain of compares (one chain ran at about a cycle per value). The patterns are signed
- * integers, never negative once the sign is cleared: x86-64's baseline vector set has a
- * signed 32-bit compare but no unsigned one (1.4x faster on 1 MB of floats). */
-#define AMAX_LANES 16
-#define AMAX_BITS(IT, MASK)                                                   \
+/* The scans below read the n values of v (bit patterns of type IT) into SCAN_LANES
+ * independent accumulators, lane k taking values k, k + SCAN_LANES, ..., so that the
+ * vector units do not wait on one chain (one chain ran at about a cycle per value); STEP
+ * folds pattern b into lane[k]. */
+#define SCAN_LANES 16
+#define LANE_SCAN(IT, STEP)                                                   \
     do {                                                                      \
         const unsigned char *p = v;                                           \
-        IT lane[AMAX_LANES] = {0};                                            \
         int64_t i = 0;                                                        \
-        for (; i + AMAX_LANES <= n; i += AMAX_LANES)                          \
-            for (int k = 0; k < AMAX_LANES; k++) {                            \
+        for (; i + SCAN_LANES <= n; i += SCAN_LANES)                          \
+            for (int k = 0; k < SCAN_LANES; k++) {                            \
                 IT b;                                                         \
                 memcpy(&b, p + sizeof(IT) * (size_t)(i + k), sizeof b);       \
-                b &= (MASK);                                                  \
-                lane[k] = b > lane[k] ? b : lane[k];                          \
+                STEP;                                                         \
             }                                                                 \
         for (int k = 0; i + k < n; k++) {                                     \
             IT b;                                                             \
             memcpy(&b, p + sizeof(IT) * (size_t)(i + k), sizeof b);           \
-            b &= (MASK);                                                      \
-            lane[k] = b > lane[k] ? b : lane[k];                              \
+            STEP;                                                             \
         }                                                                     \
-        for (int k = 1; k < AMAX_LANES; k++) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0]; \
+    } while (0)
+
+/* The largest |v[i]| of n values; *finite false when one of them is NaN or infinite.
+ * Works on the bit patterns (sign cleared, the largest pattern is the largest magnitude,
+ * infinities and NaNs lie above every finite one), so it is an integer max that
+ * vectorises. The patterns are signed integers, never negative once the sign is
+ * cleared: x86-64's baseline vector set has a signed 32-bit compare but no unsigned one
+ * (1.4x faster on 1 MB of floats). */
+#define AMAX_BITS(IT, MASK)                                                   \
+    do {                                                                      \
+        IT lane[SCAN_LANES] = {0};                                            \
+        LANE_SCAN(IT, b &= (MASK); lane[k] = b > lane[k] ? b : lane[k]);      \
+        for (int k = 1; k < SCAN_LANES; k++) lane[0] = lane[k] > lane[0] ? lane[k] : lane[0]; \
         m = lane[0];                                                          \
     } while (0)
 
@@ -551,21 +557,9 @@ static double abs_max_bits(sg_dtype dtype, const void *v, int64_t n, bool *finit
  * compares, cheaper than the largest magnitude when only finiteness is asked. */
 #define ANY_NONFINITE(UT, EXP)                                                \
     do {                                                                      \
-        const unsigned char *p = v;                                           \
-        UT acc[AMAX_LANES] = {0};                                             \
-        int64_t i = 0;                                                        \
-        for (; i + AMAX_LANES <= n; i += AMAX_LANES)                          \
-            for (int k = 0; k < AMAX_LANES; k++) {                            \
-                UT b;                                                         \
-                memcpy(&b, p + sizeof(UT) * (size_t)(i + k), sizeof b);       \
-                acc[k] |= (UT)((b & (EXP)) == (EXP));                         \
-            }                                                                 \
-        for (int k = 0; i + k < n; k++) {                                     \
-            UT b;                                                             \
-            memcpy(&b, p + sizeof(UT) * (size_t)(i + k), sizeof b);           \
-            acc[k] |= (UT)((b & (EXP)) == (EXP));                             \
-        }                                                                     \
-        for (int k = 0; k < AMAX_LANES; k++) any |= acc[k] != 0;              \
+        UT lane[SCAN_LANES] = {0};                                            \
+        LANE_SCAN(UT, lane[k] |= (UT)((b & (EXP)) == (EXP)));                 \
+        for (int k = 0; k < SCAN_LANES; k++) any |= lane[k] != 0;             \
     } while (0)
 
 static bool any_nonfinite(sg_dtype dtype, const void *v, int64_t n)
@@ -576,7 +570,8 @@ static bool any_nonfinite(sg_dtype dtype, const void *v, int64_t n)
     return any;
 }
 #undef ANY_NONFINITE
-#undef AMAX_LANES
+#undef LANE_SCAN
+#undef SCAN_LANES
 
 static bool chunk_not_finite(void *ud, int64_t lo, int64_t hi)
 {

@@ -1,5 +1,6 @@
-/* Training loop of sgrad-w2v: the corpus is streamed once per epoch, cut into batches of
- * examples, and each batch is one sgrad step (ops on the tape, backward, optimizer).
+/* Training loop of sgrad-w2v: the corpus is streamed in the first epoch (and in every
+ * epoch when its token ids are not kept: next_token), cut into batches of examples, and
+ * each batch is one sgrad step (ops on the tape, backward, optimizer).
  *
  * Losses: negative sampling (sg_sgns_loss, -negative > 0), hierarchical softmax
  * (sg_hs_loss over the centre word's path in the Huffman tree of the counts, -hs 1), or
@@ -551,15 +552,19 @@ typedef struct {
     double secs[2];      /* this period's trial: [0] all threads, [1] one */
     int64_t examples[2];
     bool one;            /* the rest of the period on one thread */
-    bool cut;            /* this trial's all-thread half stopped early */
     double one_rate;     /* seconds per example of the last one-thread half; 0: none yet */
 } w2v_pick;
 
-/* Whether the coming step runs on one thread. */
+/* Whether the coming step runs on one thread. In a trial's first half, once its first
+ * W2V_PICK_CUT_AFTER steps are in, the all-thread steps so far decide (after a cut they
+ * no longer change, so the cut holds to the half's end). */
 static bool pick_one(const w2v_pick *p)
 {
     const int64_t k = p->step % W2V_PICK_PERIOD;
-    return k < 2 * W2V_PICK_TRIAL ? k >= W2V_PICK_TRIAL || p->cut : p->one;
+    if (k >= 2 * W2V_PICK_TRIAL) return p->one;
+    if (k >= W2V_PICK_TRIAL) return true;
+    return k >= W2V_PICK_CUT_AFTER && p->one_rate > 0 &&
+           p->secs[0] > W2V_PICK_CUT * p->one_rate * (double)p->examples[0];
 }
 
 /* Records a step that ran on one thread (one) or all, and decides at the trial's end. */
@@ -569,15 +574,11 @@ static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
     if (k >= 2 * W2V_PICK_TRIAL) return;
     p->secs[one] += secs;
     p->examples[one] += examples;
-    if (!one && k + 1 >= W2V_PICK_CUT_AFTER && p->one_rate > 0 &&
-        p->secs[0] > W2V_PICK_CUT * p->one_rate * (double)p->examples[0])
-        p->cut = true;
     if (k == 2 * W2V_PICK_TRIAL - 1) {
         p->one = p->secs[1] * (double)p->examples[0] < p->secs[0] * (double)p->examples[1];
         p->one_rate = p->examples[1] ? p->secs[1] / (double)p->examples[1] : 0;
         p->secs[0] = p->secs[1] = 0;
         p->examples[0] = p->examples[1] = 0;
-        p->cut = false;
     }
 }
 
@@ -754,7 +755,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     memset(&saved, 0, sizeof saved);
     bool any_active = true;
     const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
-    w2v_pick pk = {0, {0, 0}, {0, 0}, false, false, 0};
+    w2v_pick pk = {0, {0, 0}, {0, 0}, false, 0};
     if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (tc_reader_open(&t.rd, cfg->train)) {
