@@ -1,18 +1,18 @@
 /* sgrad-w2v under mpirun (built only with SGRAD_MPI; main.c calls it under W2V_WITH_MPI):
  * one model trained by P ranks, each on its share of the corpus, combined by periodic
  * merging of the whole tables (w2v_parallel in w2v.h): every sync the ranks' changes to the
- * tables since the previous sync are summed (ring_sum) and added to the tables of
- * the previous sync, which every rank keeps (`base`). Invariants: after each sync every
+ * tables since the previous sync are summed and added to the tables of the previous
+ * sync, which every rank keeps (`base`), by ring_merge. Invariants: after each sync every
  * rank holds the same tables and base equals them; every collective here is entered by
  * every rank in the same order (the trainer's step counts decide, never local data), and
  * MPI errors return (MPI_ERRORS_RETURN on a duplicate of MPI_COMM_WORLD) rather than end
  * the job silently. Every collective is the non-blocking form completed by `finish`
  * within the timeout: Open MPI 4 reports no error to the ranks left when one dies (and,
  * under `mpirun --enable-recovery`, leaves them waiting), so the deadline is what turns
- * a dead or stopped rank into a message and an exit. The tables' changes are summed by
- * ring_sum (point-to-point messages: Open MPI's non-blocking allreduce made 2-rank runs
- * 1.19x slower than its blocking one), block b of P in the ring's order from rank b, then
- * sent to every rank: the same bits everywhere (on 2 ranks a + b, the same either way).
+ * a dead or stopped rank into a message and an exit. ring_merge uses point-to-point
+ * messages (Open MPI's non-blocking allreduce made 2-rank runs 1.19x slower than its
+ * blocking one): block b of P is summed in the ring's order from rank b, then sent to
+ * every rank, the same bits everywhere (on 2 ranks a + b, the same either way).
  */
 #include "w2v.h"
 
@@ -26,7 +26,7 @@
 typedef struct {
     MPI_Comm comm;
     float *base[3]; /* the tables at the last sync: in, out, hs */
-    float *scratch; /* W2V_DIST_CHUNK floats, then ring_sum's block (W2V_DIST_CHUNK / P + 1) */
+    float *scratch; /* ring_merge's two blocks: 2 (W2V_DIST_CHUNK / P + 1) floats */
 } w2v_dist;
 
 static bool mpi_started;
@@ -82,35 +82,50 @@ static int block_len(int64_t n, int parts, int b)
     return (int)(block_at(n, parts, b + 1) - block_at(n, parts, b));
 }
 
-/* Sums v (n <= W2V_DIST_CHUNK floats) over the ranks in place: a ring reduce-scatter, then
- * a ring allgather, by non-blocking sends and receives completed within the timeout (as a
- * collective: every rank calls it in the same order). 0 or -1. */
-static int ring_sum(w2v_dist *d, float *v, int64_t n, const char *what)
+/* Merges one chunk of a table (x, base: n <= W2V_DIST_CHUNK floats) over the ranks:
+ * x = base = base + (sum over the ranks of x - base), the same bits on every rank. A ring
+ * reduce-scatter leaves rank r the sum of block r + 1, which it alone computes; a ring
+ * allgather then sends the finished blocks round. The first step sends a block of x as it
+ * is (every rank holds the same base, so the receiver takes its difference itself): no
+ * pass writes the deltas out. Non-blocking sends and receives completed within the
+ * timeout, entered by every rank in the same order, as a collective. 0 or -1. */
+static int ring_merge(w2v_dist *d, float *x, float *base, int64_t n, const char *what)
 {
     int P = 1, r = 0;
     MPI_Comm_size(d->comm, &P);
     MPI_Comm_rank(d->comm, &r);
     if (P == 1) return 0;
     const int next = (r + 1) % P, prev = (r + P - 1) % P;
-    float *in = d->scratch + W2V_DIST_CHUNK;
+    float *in = d->scratch, *partial = d->scratch + W2V_DIST_CHUNK / P + 1;
     MPI_Request q[2];
-    for (int s = 0; s < P - 1; s++) { /* after this loop rank r holds the sum of block r + 1 */
+    for (int s = 0; s < P - 1; s++) {
         const int sb = (r - s + P) % P, rb = (r - s - 1 + 2 * P) % P;
         if (stalled) return -1;
         int err = MPI_Irecv(in, block_len(n, P, rb), MPI_FLOAT, prev, 0, d->comm, &q[0]);
         if (err == MPI_SUCCESS)
-            err = MPI_Isend(v + block_at(n, P, sb), block_len(n, P, sb), MPI_FLOAT, next, 0, d->comm, &q[1]);
+            err = MPI_Isend(s == 0 ? x + block_at(n, P, sb) : partial, block_len(n, P, sb), MPI_FLOAT, next, 0,
+                            d->comm, &q[1]);
         if (finish_all(err, 2, q, what)) return -1;
-        float *acc = v + block_at(n, P, rb);
-        for (int j = 0; j < block_len(n, P, rb); j++) acc[j] += in[j];
+        float *xb = x + block_at(n, P, rb), *bb = base + block_at(n, P, rb);
+        const int len = block_len(n, P, rb);
+        /* in: the previous rank's x at the first step, then its partial sum of deltas */
+        if (s == 0 && P == 2)
+            for (int j = 0; j < len; j++) xb[j] = bb[j] = bb[j] + ((xb[j] - bb[j]) + (in[j] - bb[j]));
+        else if (s == 0)
+            for (int j = 0; j < len; j++) partial[j] = (xb[j] - bb[j]) + (in[j] - bb[j]);
+        else if (s < P - 2)
+            for (int j = 0; j < len; j++) partial[j] = (xb[j] - bb[j]) + in[j];
+        else
+            for (int j = 0; j < len; j++) xb[j] = bb[j] = bb[j] + ((xb[j] - bb[j]) + in[j]);
     }
     for (int s = 0; s < P - 1; s++) {
         const int sb = (r + 1 - s + P) % P, rb = (r - s + P) % P;
         if (stalled) return -1;
-        int err = MPI_Irecv(v + block_at(n, P, rb), block_len(n, P, rb), MPI_FLOAT, prev, 1, d->comm, &q[0]);
+        int err = MPI_Irecv(x + block_at(n, P, rb), block_len(n, P, rb), MPI_FLOAT, prev, 1, d->comm, &q[0]);
         if (err == MPI_SUCCESS)
-            err = MPI_Isend(v + block_at(n, P, sb), block_len(n, P, sb), MPI_FLOAT, next, 1, d->comm, &q[1]);
+            err = MPI_Isend(x + block_at(n, P, sb), block_len(n, P, sb), MPI_FLOAT, next, 1, d->comm, &q[1]);
         if (finish_all(err, 2, q, what)) return -1;
+        memcpy(base + block_at(n, P, rb), x + block_at(n, P, rb), (size_t)block_len(n, P, rb) * sizeof(float));
     }
     return 0;
 }
@@ -157,7 +172,7 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     int ranks = 1;
     MPI_Comm_size(d->comm, &ranks);
     int ok = d->scratch ||
-             (d->scratch = malloc((size_t)(W2V_DIST_CHUNK + W2V_DIST_CHUNK / ranks + 1) * sizeof(float)));
+             (d->scratch = malloc((size_t)2 * (W2V_DIST_CHUNK / ranks + 1) * sizeof(float)));
     int all_ok = 0;
     if (RUN(q, "a sync", MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
     if (!all_ok) {
@@ -172,14 +187,11 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     sg_tensor *tables[3];
     for (int k = 0; k < table_count(m, tables); k++) {
         if (!tables[k]) continue;
-        float *x = sg_tensor_f32(tables[k]), *base = d->base[k], *delta = d->scratch;
+        float *x = sg_tensor_f32(tables[k]), *base = d->base[k];
         const int64_t n = sg_tensor_numel(tables[k]);
-        for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK) {
-            const int64_t c = n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK;
-            for (int64_t j = 0; j < c; j++) delta[j] = x[i + j] - base[i + j];
-            if (ring_sum(d, delta, c, "a sync")) return -1;
-            for (int64_t j = 0; j < c; j++) x[i + j] = base[i + j] = base[i + j] + delta[j];
-        }
+        for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK)
+            if (ring_merge(d, x + i, base + i, n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK, "a sync"))
+                return -1;
     }
     return 0;
 }
