@@ -180,6 +180,14 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         return -1;
     }
     if (!d->base[0]) {
+        /* the plan decides the merges' sizes: one computed otherwise (another libm) must
+         * not mismatch messages */
+        uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+        const int64_t *plan[3] = {p->hot_in, p->hot_out, p->hot_node};
+        h = (h ^ (uint64_t)p->hot_levels) * 1099511628211ull;
+        for (int k = 0; k < 3; k++)
+            for (int l = 0; l <= W2V_MAX_HOT_LEVELS; l++) h = (h ^ (uint64_t)plan[k][l]) * 1099511628211ull;
+        if (w2v_dist_agree(p, true, h, "the plan of hot-row merges")) return -1;
         ok = record_base(d, m) == 0;
         if (RUN(q, "the first sync", MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
         return ok ? 0 : -1;
@@ -191,6 +199,25 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         const int64_t n = sg_tensor_numel(tables[k]);
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK)
             if (ring_merge(d, x + i, base + i, n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK, "a sync"))
+                return -1;
+    }
+    return 0;
+}
+
+/* w2v_parallel's merge_hot: the rows of hot level `level` (w2v.h), the same ring merge
+ * as a sync's on parts of the tables. */
+static int merge_hot(w2v_parallel *p, const w2v_model *m, int level)
+{
+    w2v_dist *d = p->impl;
+    sg_tensor *tables[3];
+    const int64_t rows[3] = {p->hot_in[level], p->hot_out[level], p->hot_node[level]};
+    for (int k = 0; k < table_count(m, tables); k++) {
+        if (!tables[k] || rows[k] == 0) continue;
+        const int64_t dim = sg_tensor_shape(tables[k])[1], n = rows[k] * dim;
+        const int64_t at = k == 2 ? sg_tensor_numel(tables[k]) - n : 0; /* inner nodes: the last */
+        float *x = sg_tensor_f32(tables[k]) + at, *base = d->base[k] + at;
+        for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK)
+            if (ring_merge(d, x + i, base + i, n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK, "a merge of hot rows"))
                 return -1;
     }
     return 0;
@@ -282,7 +309,7 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = cfg->sync_every,
-                        .sync = sync_tables, .impl = d};
+                        .sync = sync_tables, .merge_hot = merge_hot, .impl = d};
     cfg->par = p;
     *out = p;
     return 0;

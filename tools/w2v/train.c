@@ -41,7 +41,8 @@
  * its share of the corpus lines in every epoch, the learning rate and progress count its
  * words times the rank count (the shares are about equal in bytes), and every
  * cfg->sync_every steps, then at each epoch's end until every rank's share is done, the
- * ranks merge their tables through cfg->par->sync. With one process none of this runs.
+ * ranks merge their tables through cfg->par->sync, and with 3+ ranks their hot rows in
+ * between (plan_hot_merges, merge_due). With one process none of this runs.
  *
  * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
  * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
@@ -600,6 +601,99 @@ static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, i
     return 0;
 }
 
+/* Under mpirun with 3+ ranks: plans the hot rows' merges (w2v.h's w2v_parallel) from the
+ * counts. A row's expected changes per step on one rank are B r: r its rate per example
+ * (input: its share of the kept words, times the context's mean size W + 1 for CBOW;
+ * output: that share, as the positive target, plus -negative times its noise share; an
+ * inner node: the share of the centre words whose path holds it), B the examples per step
+ * (the batch, or fewer: a step ends once a row reaches its hit cap). A row changed more
+ * than U = W2V_HOT_STEP_BOUND / (alpha (P - 2)) times between two merges gets the coarsest
+ * level l whose period sync_steps >> l keeps it below U, or the finest (a period of 1
+ * step). Periods need not divide each other: a level's rows are merged with a coarser
+ * level's whenever its period divides the step (merge_due). 0, or -1 out of memory. */
+static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha, FILE *log)
+{
+    const w2v_config *cfg = t->cfg;
+    const int64_t V = t->v->size;
+    par->hot_levels = 0;
+    memset(par->hot_in, 0, sizeof par->hot_in);
+    memset(par->hot_out, 0, sizeof par->hot_out);
+    memset(par->hot_node, 0, sizeof par->hot_node);
+    if (par->ranks < 3) return 0;
+    int finest = 0;
+    while (finest < W2V_MAX_HOT_LEVELS && par->sync_steps >> (finest + 1) >= 1) finest++;
+    if (finest == 0) return 0;
+    double *share = malloc((size_t)V * sizeof *share), *node = cfg->hs ? calloc((size_t)V, sizeof *node) : NULL;
+    if (!share || (cfg->hs && !node)) {
+        free(share);
+        free(node);
+        return -1;
+    }
+    double kept = 0, noise = 0;
+    for (int64_t w = 0; w < V; w++) {
+        share[w] = (double)t->v->counts[w] * tc_keep_prob(t->v->counts[w], cfg->sample, t->v->train_words);
+        kept += share[w];
+        noise += pow((double)t->v->counts[w], 0.75);
+    }
+    const double in_size = cfg->cbow ? cfg->window + 1 : 1;
+    double in_max = 0, out_max = 0, node_max = 0;
+    for (int64_t w = 0; w < V; w++) {
+        share[w] /= kept;
+        for (int64_t e = cfg->hs ? t->tree.offsets[w] : 0; cfg->hs && e < t->tree.offsets[w + 1]; e++)
+            node[t->tree.nodes[e]] += share[w];
+        const double out = share[w] + cfg->negative * pow((double)t->v->counts[w], 0.75) / noise;
+        if (in_size * share[w] > in_max) in_max = in_size * share[w];
+        if (cfg->negative > 0 && out > out_max) out_max = out;
+    }
+    for (int64_t k = 0; cfg->hs && k < V - 1; k++)
+        if (node[k] > node_max) node_max = node[k];
+    double B = (double)t->cap;
+    if (in_max * B > t->in_row_cap) B = t->in_row_cap / in_max;
+    if (out_max * B > t->row_cap) B = t->row_cap / out_max;
+    if (node_max * B > t->node_cap) B = t->node_cap / node_max;
+    const double U = W2V_HOT_STEP_BOUND / (alpha * (par->ranks - 2));
+    /* the level a row of rate r needs: the coarsest whose period keeps it below U */
+#define HOT_LEVEL(r, lvl)                                                                      \
+    do {                                                                                       \
+        lvl = 0;                                                                               \
+        while (lvl < finest && (double)(par->sync_steps >> lvl) * B * (r) > U) lvl++;          \
+    } while (0)
+    for (int64_t w = 0; w < V; w++) {
+        int li, lo;
+        HOT_LEVEL(in_size * share[w], li);
+        HOT_LEVEL(cfg->negative > 0 ? share[w] + cfg->negative * pow((double)t->v->counts[w], 0.75) / noise : 0, lo);
+        for (int l = 1; l <= li; l++) par->hot_in[l] = w + 1;
+        for (int l = 1; l <= lo; l++) par->hot_out[l] = w + 1;
+        if (li > par->hot_levels) par->hot_levels = li;
+        if (lo > par->hot_levels) par->hot_levels = lo;
+    }
+    for (int64_t k = 0; cfg->hs && k < V - 1; k++) {
+        int ln;
+        HOT_LEVEL(node[k], ln);
+        for (int l = 1; l <= ln; l++)
+            if (par->hot_node[l] < V - 1 - k) par->hot_node[l] = V - 1 - k;
+        if (ln > par->hot_levels) par->hot_levels = ln;
+    }
+#undef HOT_LEVEL
+    free(share);
+    free(node);
+    for (int l = 1; log && l <= par->hot_levels; l++)
+        fprintf(log, "sgrad-w2v: hot rows merged every %lld steps: %lld input, %lld output, %lld inner "
+                     "nodes\n", (long long)(par->sync_steps >> l), (long long)par->hot_in[l],
+                (long long)par->hot_out[l], (long long)par->hot_node[l]);
+    return 0;
+}
+
+/* The merge due after the t-th step since the last full one (1 <= t <= sync_steps): 0 the
+ * full merge, l >= 1 hot level l's rows (with every finer level's), -1 none. */
+static int merge_due(const w2v_parallel *par, int64_t t)
+{
+    if (t == par->sync_steps) return 0;
+    for (int l = 1; l <= par->hot_levels; l++)
+        if (t % (par->sync_steps >> l) == 0) return l;
+    return -1;
+}
+
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
@@ -756,6 +850,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     bool any_active = true;
     const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
     w2v_pick pk = {0, {0, 0}, {0, 0}, false, 0};
+    if (par && plan_hot_merges(&t, par, alpha, cfg->debug > 1 ? log : NULL)) {
+        fprintf(stderr, "sgrad-w2v: out of memory\n");
+        goto done;
+    }
     if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         if (tc_reader_open(&t.rd, cfg->train)) {
@@ -880,10 +978,11 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             res->examples += n;
             res->steps++;
             tc_log_update(&jl, ep + 1, lr_tokens * ranks, total, res->steps, lr, l, n, false);
-            if (par && ++since_sync == par->sync_steps) {
-                since_sync = 0;
+            const int due = par ? merge_due(par, ++since_sync) : -1;
+            if (due >= 0) {
+                if (due == 0) since_sync = 0;
                 tp = tc_now();
-                const int sync_rc = par->sync(par, &m, true, &any_active);
+                const int sync_rc = due == 0 ? par->sync(par, &m, true, &any_active) : par->merge_hot(par, &m, due);
                 res->t_sync += tc_now() - tp;
                 if (sync_rc) {
                     tc_reader_close(&t.rd);
@@ -908,8 +1007,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         if (pick) sg_ctx_set_threads(m.ctx, threads);
         /* this rank's share is done: it joins the others' syncs until every rank's is */
         tp = tc_now();
-        while (par && any_active)
-            if (par->sync(par, &m, false, &any_active)) goto done;
+        while (par && any_active) { /* the merges the active ranks' steps make */
+            const int due = merge_due(par, ++since_sync);
+            if (due == 0) since_sync = 0;
+            if (due == 0 ? par->sync(par, &m, false, &any_active) : due > 0 && par->merge_hot(par, &m, due))
+                goto done;
+        }
         res->t_sync += tc_now() - tp;
         if (cfg->debug > 1 && log)
             fprintf(log, "%ssgrad-w2v: epoch %d of %d: loss per example %.4f, %lld steps so far, "

@@ -40,17 +40,33 @@ typedef struct w2v_model w2v_model;
  * process). Rank r trains on its share of the corpus, lines from byte
  * floor(r S / P) to floor((r + 1) S / P), each moved to the start of the next line, in
  * every epoch. Every sync_steps steps the ranks call sync (collective): each rank's
- * changes to the tables since the last sync are summed (MPI_Allreduce) and added to the
- * tables all ranks held then, so every rank leaves it with the same tables and every
- * example's update counts once at its full learning rate. The first call, before any
- * step, gives every rank rank 0's tables. active: this rank is still in its epoch's
- * share; *any_active receives whether any rank is. 0, or -1 with a message printed to
- * stderr (MPI failed or out of memory: stop). */
+ * changes to the tables since the last sync are summed and added to the tables all ranks
+ * held then, so every rank leaves it with the same tables and every example's update
+ * counts once at its full learning rate. The first call, before any step, gives every
+ * rank rank 0's tables. active: this rank is still in its epoch's share; *any_active
+ * receives whether any rank is. 0, or -1 with a message printed to stderr (MPI failed or
+ * out of memory: stop).
+ *
+ * Hot rows (3 ranks or more): summed changes overshoot on rows that every rank changes
+ * many times between syncs (each rank's own steps already take such a row most of the
+ * way, so P ranks' sum takes it about P times as far; 2 ranks only swing it about its
+ * optimum). So the rows expected to be changed more than W2V_HOT_STEP_BOUND / (alpha (P -
+ * 2)) times per rank between two merges are merged more often, in levels: level l (1 <= l <=
+ * hot_levels) every sync_steps >> l steps, by merge_hot (collective), which merges the
+ * first hot_in[l] rows of the input table, the first hot_out[l] of the output table (both
+ * ordered by count) and the last hot_node[l] inner nodes (the root's end); a level's rows
+ * include every finer level's. train.c plans the levels from the counts
+ * (plan_hot_merges), the same on every rank. */
+#define W2V_HOT_STEP_BOUND 0.8 /* measured on Brown: tools/w2v/README.md "Under mpirun" */
+#define W2V_MAX_HOT_LEVELS 16
 typedef struct w2v_parallel w2v_parallel;
 struct w2v_parallel {
     int rank, ranks;
     int64_t sync_steps;
     int (*sync)(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active);
+    int hot_levels;
+    int64_t hot_in[W2V_MAX_HOT_LEVELS + 1], hot_out[W2V_MAX_HOT_LEVELS + 1], hot_node[W2V_MAX_HOT_LEVELS + 1];
+    int (*merge_hot)(w2v_parallel *p, const w2v_model *m, int level);
     void *impl; /* dist.c's state */
 };
 
