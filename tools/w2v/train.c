@@ -611,6 +611,15 @@ static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, i
  * level l whose period sync_steps >> l keeps it below U, or the finest (a period of 1
  * step). Periods need not divide each other: a level's rows are merged with a coarser
  * level's whenever its period divides the step (merge_due). 0, or -1 out of memory. */
+/* The coarsest hot level (0: none) whose period keeps a row changed `per_step` times a
+ * step below `bound` changes between merges; at most `finest`. */
+static int hot_level(int64_t sync_steps, int finest, double per_step, double bound)
+{
+    int l = 0;
+    while (l < finest && (double)(sync_steps >> l) * per_step > bound) l++;
+    return l;
+}
+
 static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha, FILE *log)
 {
     const w2v_config *cfg = t->cfg;
@@ -623,27 +632,31 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     int finest = 0;
     while (finest < W2V_MAX_HOT_LEVELS && par->sync_steps >> (finest + 1) >= 1) finest++;
     if (finest == 0) return 0;
-    double *share = malloc((size_t)V * sizeof *share), *node = cfg->hs ? calloc((size_t)V, sizeof *node) : NULL;
-    if (!share || (cfg->hs && !node)) {
-        free(share);
+    /* per example: in[w], out[w] (with the noise share first), node[k] */
+    double *in = malloc((size_t)V * sizeof *in), *out = malloc((size_t)V * sizeof *out);
+    double *node = cfg->hs ? calloc((size_t)V, sizeof *node) : NULL;
+    if (!in || !out || (cfg->hs && !node)) {
+        free(in);
+        free(out);
         free(node);
         return -1;
     }
     double kept = 0, noise = 0;
     for (int64_t w = 0; w < V; w++) {
-        share[w] = (double)t->v->counts[w] * tc_keep_prob(t->v->counts[w], cfg->sample, t->v->train_words);
-        kept += share[w];
-        noise += pow((double)t->v->counts[w], 0.75);
+        in[w] = (double)t->v->counts[w] * tc_keep_prob(t->v->counts[w], cfg->sample, t->v->train_words);
+        out[w] = pow((double)t->v->counts[w], 0.75);
+        kept += in[w];
+        noise += out[w];
     }
-    const double in_size = cfg->cbow ? cfg->window + 1 : 1;
     double in_max = 0, out_max = 0, node_max = 0;
     for (int64_t w = 0; w < V; w++) {
-        share[w] /= kept;
+        const double share = in[w] / kept;
         for (int64_t e = cfg->hs ? t->tree.offsets[w] : 0; cfg->hs && e < t->tree.offsets[w + 1]; e++)
-            node[t->tree.nodes[e]] += share[w];
-        const double out = share[w] + cfg->negative * pow((double)t->v->counts[w], 0.75) / noise;
-        if (in_size * share[w] > in_max) in_max = in_size * share[w];
-        if (cfg->negative > 0 && out > out_max) out_max = out;
+            node[t->tree.nodes[e]] += share;
+        in[w] = (cfg->cbow ? cfg->window + 1 : 1) * share;
+        out[w] = cfg->negative > 0 ? share + cfg->negative * out[w] / noise : 0;
+        if (in[w] > in_max) in_max = in[w];
+        if (out[w] > out_max) out_max = out[w];
     }
     for (int64_t k = 0; cfg->hs && k < V - 1; k++)
         if (node[k] > node_max) node_max = node[k];
@@ -651,31 +664,23 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     if (in_max * B > t->in_row_cap) B = t->in_row_cap / in_max;
     if (out_max * B > t->row_cap) B = t->row_cap / out_max;
     if (node_max * B > t->node_cap) B = t->node_cap / node_max;
-    const double U = W2V_HOT_STEP_BOUND / (alpha * (par->ranks - 2));
-    /* the level a row of rate r needs: the coarsest whose period keeps it below U */
-#define HOT_LEVEL(r, lvl)                                                                      \
-    do {                                                                                       \
-        lvl = 0;                                                                               \
-        while (lvl < finest && (double)(par->sync_steps >> lvl) * B * (r) > U) lvl++;          \
-    } while (0)
+    const double bound = W2V_HOT_STEP_BOUND / (alpha * (par->ranks - 2));
     for (int64_t w = 0; w < V; w++) {
-        int li, lo;
-        HOT_LEVEL(in_size * share[w], li);
-        HOT_LEVEL(cfg->negative > 0 ? share[w] + cfg->negative * pow((double)t->v->counts[w], 0.75) / noise : 0, lo);
+        const int li = hot_level(par->sync_steps, finest, B * in[w], bound);
+        const int lo = hot_level(par->sync_steps, finest, B * out[w], bound);
         for (int l = 1; l <= li; l++) par->hot_in[l] = w + 1;
         for (int l = 1; l <= lo; l++) par->hot_out[l] = w + 1;
         if (li > par->hot_levels) par->hot_levels = li;
         if (lo > par->hot_levels) par->hot_levels = lo;
     }
     for (int64_t k = 0; cfg->hs && k < V - 1; k++) {
-        int ln;
-        HOT_LEVEL(node[k], ln);
+        const int ln = hot_level(par->sync_steps, finest, B * node[k], bound);
         for (int l = 1; l <= ln; l++)
             if (par->hot_node[l] < V - 1 - k) par->hot_node[l] = V - 1 - k;
         if (ln > par->hot_levels) par->hot_levels = ln;
     }
-#undef HOT_LEVEL
-    free(share);
+    free(in);
+    free(out);
     free(node);
     for (int l = 1; log && l <= par->hot_levels; l++)
         fprintf(log, "sgrad-w2v: hot rows merged every %lld steps: %lld input, %lld output, %lld inner "
