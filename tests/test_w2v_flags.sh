@@ -2,7 +2,8 @@
 # sgrad-w2v refuses flag combinations whose per-step index arrays would be huge (CBOW's
 # -batch x 2*-window context slots, -batch x (-negative + 1) targets, allocated up front)
 # with exit status 2 and a message naming the flags, before it reads the corpus; the
-# largest accepted combinations get as far as reading it. Skips (exit 77) when the build
+# largest accepted combinations get as far as reading it; -replicas with -hogwild 1 or a
+# checkpoint is refused the same way. Skips (exit 77) when the build
 # has no programs (SGRAD_BUILD_TOOLS=OFF).
 # usage: tests/test_w2v_flags.sh BUILD_DIR
 set -uo pipefail
@@ -37,4 +38,7 @@ expect 2 "-negative" -cbow 0 -batch 16777216 -negative 100
 # 2^26 slots exactly is accepted: the run gets to the missing corpus (refused up front, status 2)
 expect 2 "cannot read" -cbow 1 -batch 16777216 -window 2 -negative 3
 expect 2 "cannot read" -cbow 1 -batch 335544 -window 100 -negative 5
+expect 2 "-replicas 2 does not go with -hogwild 1" -replicas 2 -hogwild 1
+expect 2 "-replicas 2 does not go with -checkpoint" -replicas 2 -checkpoint "$tmp/ck"
+expect 2 "bad value for -replicas" -replicas 0
 exit $fail

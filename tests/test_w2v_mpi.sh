@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sgrad-w2v under mpirun (tools/w2v/dist.c): 2 ranks train one model and rank 0 alone
-# writes vectors that load; two runs with one seed give the same file byte for byte;
-# ranks given different flags, or -checkpoint, fail on every rank with a message (no
+# writes vectors that load; two runs with one seed give the same file byte for byte, and
+# the same file as one process's -replicas 2 (tools/w2v/replicas.c) on 1 and 2 threads;
+# ranks given different flags, -checkpoint or -replicas, fail on every rank with a message (no
 # hang: each job runs under a timeout); a rank killed (kill -9) mid-training makes the
 # job end with an error, and under `mpirun --enable-recovery` (where Open MPI leaves the
 # survivor running) the survivor print its own timeout message (-dist-timeout 2) and end
@@ -34,6 +35,13 @@ timeout 300 "${mpi[@]}" -np 2 "$w2v" "${flags[@]}" -seed 1 -output "$tmp/a.bin"
 timeout 300 "${mpi[@]}" -np 2 "$w2v" "${flags[@]}" -seed 1 -output "$tmp/b.bin"
 cmp "$tmp/a.bin" "$tmp/b.bin"
 echo "test_w2v_mpi: two 2-rank runs with seed 1 wrote the same vectors"
+# one process with -replicas 2 merges the same two shares on shared memory (another
+# implementation of the same sums): the same file, on 1 thread and on 2
+for t in 1 2; do
+    "$w2v" "${flags[@]}" -seed 1 -replicas 2 -threads $t -output "$tmp/rep$t.bin"
+    cmp "$tmp/a.bin" "$tmp/rep$t.bin"
+done
+echo "test_w2v_mpi: -replicas 2 (1 and 2 threads) wrote the 2-rank run's vectors"
 
 # flags that differ between the ranks (an MPMD job), and a refused flag
 status=0
@@ -52,7 +60,14 @@ if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || ! grep -q 'not supported unde
     cat "$tmp/err.txt"
     exit 1
 fi
-echo "test_w2v_mpi: different flags across ranks and -checkpoint are refused on every rank"
+status=0
+timeout 60 "${mpi[@]}" -np 2 "$w2v" "${flags[@]}" -output "$tmp/d.bin" -replicas 2 >"$tmp/err.txt" 2>&1 || status=$?
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || [ "$(grep -c -- '-replicas is for one process' "$tmp/err.txt")" -ne 2 ]; then
+    echo "test_w2v_mpi: -replicas under mpirun: status $status, wanted a refusal on both ranks:"
+    cat "$tmp/err.txt"
+    exit 1
+fi
+echo "test_w2v_mpi: different flags across ranks, -checkpoint and -replicas are refused on every rank"
 
 # a rank killed mid-training: rank 1's shell arms a kill -9 of itself (exec keeps its pid
 # for sgrad-w2v) after 2 s; -iter 50 keeps training going well past that

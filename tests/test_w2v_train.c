@@ -2,10 +2,12 @@
  * 5 words, each sentence drawn from one topic, so words of a topic share their contexts
  * and must end up each other's nearest neighbours (checked by cosine, by a loop in this
  * file). Also: skip-gram and CBOW, both engines, Hogwild mode, and bitwise identical
- * vectors for 1 and 2 threads in deterministic mode. */
+ * vectors for 1 and 2 threads in deterministic mode; -replicas, whose vectors do not
+ * depend on the threads running the replicas. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include "../tools/common/huffman.c"
@@ -14,6 +16,7 @@
 #include "../tools/common/sampling.c"
 #include "../tools/w2v/checkpoint.c"
 #include "../tools/w2v/train.c"
+#include "../tools/w2v/replicas.c"
 #include "../tools/common/cli.c"
 #include "../tools/common/vocab.c"
 
@@ -55,7 +58,8 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
     w2v_result res;
     w2v_model m = {0};
     int good = -1;
-    CHECK(w2v_train(cfg, &v, NULL, &res, &m) == 0);
+    CHECK((cfg->replicas > 1 ? w2v_replicas_train(cfg, &v, NULL, cfg->threads, &res, &m)
+                             : w2v_train(cfg, &v, NULL, &res, &m)) == 0);
     last_result = res;
     if (m.ctx) {
         const int64_t V = v.size, D = cfg->size;
@@ -174,6 +178,100 @@ TEST(deterministic_across_thread_counts)
     c.seed = 99;
     train_and_score(&c, &l2, two);
     CHECK(memcmp(one, two, sizeof one) != 0);
+}
+
+/* -replicas R: R models, each trained by one thread on its share, merged every 64 steps
+ * (and, from 3 on, their hot rows in between). 1 thread takes the replicas in turn, 2 or
+ * 3 run them at once: the same vectors bit for bit, a model that has learnt the topics,
+ * and not the one-model run's vectors (the comparison can fail). */
+TEST(replicas_give_the_same_vectors_for_any_thread_count)
+{
+    enum { N = TOPICS * PER_TOPIC * 16 };
+    static float single[N], r2[2][N], r3[3][N];
+    double loss = 0, l2[2] = {0}, l3[3] = {0};
+    w2v_config c = base_config();
+    train_and_score(&c, &loss, single);
+    c.replicas = 2;
+    for (int t = 0; t < 2; t++) {
+        c.threads = t + 1;
+        CHECK(train_and_score(&c, &l2[t], r2[t]) == TOPICS * PER_TOPIC);
+        CHECK(last_result.steps > 2 * c.sync_every); /* merges happened */
+    }
+    CHECK(memcmp(r2[0], r2[1], sizeof r2[0]) == 0 && l2[0] == l2[1]);
+    CHECK(memcmp(r2[0], single, sizeof single) != 0);
+    c.replicas = 3;
+    for (int t = 0; t < 3; t++) {
+        c.threads = t + 1;
+        CHECK(train_and_score(&c, &l3[t], r3[t]) == TOPICS * PER_TOPIC);
+    }
+    CHECK(memcmp(r3[0], r3[1], sizeof r3[0]) == 0 && memcmp(r3[0], r3[2], sizeof r3[0]) == 0);
+    CHECK(l3[0] == l3[1] && l3[0] == l3[2]);
+    CHECK(memcmp(r3[0], r2[0], sizeof r2[0]) != 0);
+}
+
+/* A replica waiting at a merge (here the first, which waits for both) is woken when the
+ * other replica's thread ends with a failure, and fails too: no hang. */
+static void *wait_at_first_merge(void *arg)
+{
+    rep_thread *me = arg;
+    pthread_mutex_lock(&me->s->mu);
+    take_slot(me->s);
+    pthread_mutex_unlock(&me->s->mu);
+    bool any = false;
+    me->rc = me->par.sync(&me->par, &me->model, true, &any);
+    rep_finish(me->s, me->rc);
+    return NULL;
+}
+
+TEST(a_replica_waiting_at_a_merge_is_woken_by_a_failure)
+{
+    rep_shared s = {.replicas = 2, .slots = 2};
+    const w2v_model *models[2] = {NULL, NULL};
+    bool active[2] = {false, false};
+    float *x[3][2];
+    s.models = models;
+    s.active = active;
+    for (int k = 0; k < 3; k++) s.x[k] = x[k];
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    rep_thread waiting = {.s = &s, .r = 0, .rc = 1};
+    waiting.par = (w2v_parallel){.rank = 0, .ranks = 2, .sync_steps = 64, .sync = rep_sync, .impl = &waiting};
+    alarm(60); /* a hang fails the test */
+    pthread_t tid;
+    CHECK(pthread_create(&tid, NULL, wait_at_first_merge, &waiting) == 0);
+    pthread_mutex_lock(&s.mu);
+    take_slot(&s); /* replica 1's slot, as its thread would hold it */
+    pthread_mutex_unlock(&s.mu);
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* replica 0 is at the merge by now, or gets there failed */
+    rep_finish(&s, -1);
+    pthread_join(tid, NULL);
+    alarm(0);
+    CHECK(waiting.rc == -1);
+    CHECK(s.arrived <= 1 && s.base[0] == NULL);
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+}
+
+/* A run whose replicas fail (every one diverges) returns the error and no model. */
+TEST(a_failing_replica_ends_the_run_without_a_hang)
+{
+    w2v_config c = base_config();
+    c.replicas = 2;
+    c.alpha = 10;
+    c.sample = 0;
+    tc_vocab v;
+    tc_vocab_init(&v);
+    CHECK(tc_vocab_count_file(&v, corpus_path) == 0 && tc_vocab_finalize(&v, 1) == 0);
+    w2v_result res;
+    w2v_model m = {0};
+    for (int t = 1; t <= 2; t++) {
+        alarm(120); /* a hang fails the test */
+        CHECK(w2v_replicas_train(&c, &v, NULL, t, &res, &m) == -1);
+        alarm(0);
+        CHECK(m.ctx == NULL);
+    }
+    tc_vocab_free(&v);
 }
 
 /* Epochs after the first replay its recorded tokens (token ids, not the corpus text):

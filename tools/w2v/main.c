@@ -40,14 +40,17 @@ static void usage(FILE *f)
             "                   and -batch x (-negative + 1) at most 2^26)\n"
             "    -hogwild 0|1   0: bitwise identical vectors for any -threads (default);\n"
             "                   1: Hogwild-style racy row updates, not reproducible\n"
+            "    -replicas R    train R copies of the model, one thread each, on R shares\n"
+            "                   of the corpus, merged every -sync-every steps (1: one\n"
+            "                   model); the vectors depend on R, not on -threads\n"
             "    -engine fused|graph  fused: sg_sgns_loss (default); graph: the same loss\n"
             "                   from sg_index_select, sg_embedding, sg_rowdot, sg_log_sigmoid\n"
             "    -save-context FILE  also write the output (context) vectors, as -output\n"
             "    -checkpoint FILE    save the whole run state to FILE (atomically) every\n"
             "                   -save-every steps and at the end\n"
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
-            "    -sync-every N  under mpirun: steps between the ranks' merges of their\n"
-            "                   tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
+            "    -sync-every N  under mpirun or -replicas: steps between the merges of\n"
+            "                   the tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
             "    -dist-timeout S  under mpirun: seconds a rank waits for the others in an\n"
             "                   exchange before it reports a dead rank and the job ends\n"
             "                   (default SGRAD_DIST_TIMEOUT, else 300)\n"
@@ -169,6 +172,7 @@ static int w2v_main(int argc, char **argv)
         else if (!strcmp(f, "-cbow")) ok = tc_parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
         else if (!strcmp(f, "-binary")) ok = tc_parse_int(a, 0, 1, &n), cfg.binary = (int)n;
         else if (!strcmp(f, "-hogwild")) ok = tc_parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
+        else if (!strcmp(f, "-replicas")) ok = tc_parse_int(a, 1, 1024, &n), cfg.replicas = (int)n;
         else if (!strcmp(f, "-hs")) ok = tc_parse_int(a, 0, 1, &n), cfg.hs = (int)n;
         else if (!strcmp(f, "-min-count")) ok = tc_parse_int(a, 1, INT64_MAX, &cfg.min_count);
         else if (!strcmp(f, "-batch")) ok = tc_parse_int(a, 1, 1 << 24, &cfg.batch);
@@ -227,6 +231,11 @@ static int w2v_main(int argc, char **argv)
         failed_together = true;
         return 2;
     }
+    if (par && cfg.replicas > 1) { /* every rank has the same flags: all stop here */
+        fprintf(stderr, "sgrad-w2v: -replicas is for one process; under mpirun each rank is one replica\n");
+        failed_together = true;
+        return 2;
+    }
 #endif
     /* before the corpus is read: a run that cannot save its result does not start */
     if (!ranks_agree(!w2v_config_check(&cfg, stderr) && !w2v_check_paths(&cfg, stderr), 0,
@@ -282,7 +291,14 @@ static int w2v_main(int argc, char **argv)
     }
     w2v_result res;
     w2v_model m;
-    if (w2v_train(&cfg, &v, log, &res, &m)) {
+    int threads = 0; /* -replicas: the most replicas computing at once */
+    if (cfg.replicas > 1) {
+        sg_ctx_opts co = {.threads = cfg.threads};
+        sg_ctx *c = sg_ctx_new(&co); /* the library's reading of -threads (0: every core) */
+        threads = c ? sg_ctx_threads(c) : 1;
+        sg_ctx_free(c);
+    }
+    if (cfg.replicas > 1 ? w2v_replicas_train(&cfg, &v, log, threads, &res, &m) : w2v_train(&cfg, &v, log, &res, &m)) {
         tc_vocab_free(&v);
         return 1;
     }
@@ -291,16 +307,21 @@ static int w2v_main(int argc, char **argv)
         tc_vocab_free(&v);
         return 0;
     }
-    int threads = sg_ctx_threads(m.ctx);
+    if (cfg.replicas > 1) {
+        res.words_per_sec_thread /= threads < cfg.replicas ? threads : cfg.replicas; /* a replica's is all of them */
+    } else {
+        threads = sg_ctx_threads(m.ctx);
+    }
     if (log) fprintf(log,
-            "sgrad-w2v: %s, %d epochs, %d threads (%s): %.1f s, %.1fk words/sec/thread, "
+            "sgrad-w2v: %s, %d epochs, %d threads (%s%s): %.1f s, %.1fk words/sec/thread, "
             "final loss %.4f; %lld steps of %.0f examples on average\n",
             cfg.cbow ? "cbow" : "skip-gram", cfg.iter, threads,
-            cfg.hogwild ? "hogwild, not reproducible" : "deterministic", res.seconds,
+            cfg.hogwild ? "hogwild, not reproducible" : "deterministic",
+            cfg.replicas > 1 ? ", replicas" : "", res.seconds,
             res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
             res.steps ? (double)res.examples / (double)res.steps : 0.0);
     if (log && cfg.debug > 1) {
-        const bool side = threads > 1 && !cfg.hogwild; /* drawing runs beside the backward */
+        const bool side = threads > 1 && !cfg.hogwild && cfg.replicas == 1; /* drawing beside the backward */
         const double steps = res.t_forward + res.t_sync + (side ? res.t_overlapped : res.t_backward + res.t_draw);
         fprintf(log, "sgrad-w2v: time in the steps: forward %.2f s, backward and optimizer %.2f s, "
                      "drawing batches %.2f s", res.t_forward, res.t_backward, res.t_draw);

@@ -77,6 +77,7 @@ void w2v_config_default(w2v_config *c)
     c->engine = W2V_ENGINE_FUSED;
     c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
     c->token_cache = W2V_TOKEN_CACHE_MAX;
+    c->replicas = 1;
 }
 
 void w2v_model_free(w2v_model *m)
@@ -439,6 +440,11 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     const int64_t targets = cap * (cfg->negative + 1);
     if (cfg->batch < 1) {
         fprintf(err, "sgrad-w2v: -batch must be at least 1\n");
+        return -1;
+    }
+    if (cfg->replicas > 1 && (cfg->hogwild || cfg->checkpoint || cfg->resume)) {
+        fprintf(err, "sgrad-w2v: -replicas %d does not go with %s\n", cfg->replicas,
+                cfg->hogwild ? "-hogwild 1" : "-checkpoint or -resume (train with -replicas 1 to checkpoint)");
         return -1;
     }
     if (cfg->window < 1 || cfg->window > W2V_MAX_WINDOW || cfg->negative < 0 ||

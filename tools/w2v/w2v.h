@@ -93,7 +93,10 @@ typedef struct {
     int64_t sync_every;       /* -sync-every: steps between the ranks' syncs under mpirun */
     double dist_timeout;      /* -dist-timeout: seconds a rank waits in a collective under
                                  mpirun; 0: SGRAD_DIST_TIMEOUT, else 300 (dist.c) */
-    w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c), else NULL */
+    w2v_parallel *par;        /* under mpirun with 2+ ranks (dist.c) or one replica of
+                                 -replicas (replicas.c), else NULL */
+    int replicas;             /* -replicas R: R copies of the model merged as ranks are
+                                 (replicas.c); 1: one model */
     int64_t token_cache;      /* the most token ids of the first epoch kept to replay in the
                                  later ones (train.c; W2V_TOKEN_CACHE_MAX by default, 0 none;
                                  none with checkpoints) */
@@ -159,6 +162,14 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **par)
 /* Collective over par's ranks (MPI_COMM_WORLD for par NULL): 0 when every rank has ok and
  * rank 0's hash; otherwise -1 with a message naming `what` and the ranks, on every rank. */
 int w2v_dist_agree(w2v_parallel *par, bool ok, uint64_t hash, const char *what);
+
+/* -replicas R (cfg->replicas >= 2, one process): R trainers (w2v_train with 1 thread), on
+ * R shares of the corpus, each in its own thread with at most `threads` computing at
+ * once, merged every cfg->sync_every steps as ranks are (w2v_parallel). The vectors
+ * depend on R, not on `threads`. res and *m: replica 0's (every replica ends with the same
+ * tables). 0, or -1 with a message. */
+int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int threads, w2v_result *res,
+                       w2v_model *m);
 /* Ends the whole job after this rank failed where the others may wait (MPI_Abort). */
 void w2v_dist_abort(w2v_parallel *par);
 /* Frees par (NULL: none) and finalizes MPI if w2v_dist_start initialised it; after a
