@@ -32,6 +32,7 @@ typedef struct {
     const w2v_model **models;
     bool *active;
     float **x[3]; /* each replica's tables (in, out, hs) at the current merge */
+    uint8_t ***dirty; /* dirty[q]: replica q's w2v_parallel dirty rows (in, out, hs) */
     float *base[3]; /* the tables at the last merge: in, out, hs */
     /* the merge under way: its level (0 full, else hot) */
     int level;
@@ -110,7 +111,15 @@ static void merge_rows(const rep_shared *s, int k, int64_t lo, int64_t hi, int64
     }
 }
 
-/* Replica r's block of the rows the merge at `level` covers, in each table. */
+static bool row_changed(const rep_shared *s, int k, int64_t row)
+{
+    for (int q = 0; q < s->replicas; q++)
+        if (s->dirty[q][k][row]) return true;
+    return false;
+}
+
+/* Replica r's block of the rows the merge at `level` covers, in each table: the rows
+ * some replica changed since their last merge (w2v_parallel's dirty), in runs. */
 static void merge_block(rep_shared *s, const w2v_parallel *p, int r)
 {
     const w2v_model *m0 = s->models[0];
@@ -125,7 +134,14 @@ static void merge_block(rep_shared *s, const w2v_parallel *p, int r)
             else hi = hot[k];
         }
         const int64_t n = hi - lo, a = lo + n * r / s->replicas, b = lo + n * (r + 1) / s->replicas;
-        merge_rows(s, k, a, b, dim);
+        for (int64_t i = a; i < b; i++) {
+            if (!row_changed(s, k, i)) continue;
+            int64_t j = i + 1;
+            while (j < b && row_changed(s, k, j)) j++;
+            merge_rows(s, k, i, j, dim);
+            for (int q = 0; q < s->replicas; q++) memset(s->dirty[q][k] + i, 0, (size_t)(j - i));
+            i = j; /* row j is unchanged (or past the block) */
+        }
     }
 }
 
@@ -213,6 +229,20 @@ static void *rep_run(void *arg)
     return NULL;
 }
 
+static void rep_free(rep_thread *th, rep_shared *s, int R)
+{
+    for (int r = 0; th && r < R; r++)
+        for (int k = 0; k < 3; k++) free(th[r].par.dirty[k]);
+    for (int k = 0; k < 3; k++) {
+        free(s->base[k]);
+        free(s->x[k]);
+    }
+    free(s->models);
+    free(s->active);
+    free(s->dirty);
+    free(th);
+}
+
 int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int threads, w2v_result *res,
                        w2v_model *mout)
 {
@@ -223,13 +253,18 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
     s.models = calloc((size_t)R, sizeof *s.models);
     s.active = calloc((size_t)R, sizeof *s.active);
     for (int k = 0; k < 3; k++) s.x[k] = calloc((size_t)R, sizeof *s.x[k]);
-    if (!th || !tid || !s.models || !s.active || !s.x[0] || !s.x[1] || !s.x[2]) {
+    s.dirty = calloc((size_t)R, sizeof *s.dirty);
+    bool ok = th && tid && s.models && s.active && s.x[0] && s.x[1] && s.x[2] && s.dirty;
+    const int64_t rows[3] = {v->size, cfg->negative > 0 ? v->size : 0, cfg->hs ? v->size - 1 : 0};
+    for (int r = 0; ok && r < R; r++) {
+        s.dirty[r] = th[r].par.dirty;
+        for (int k = 0; k < 3; k++)
+            if (rows[k] > 0 && !(th[r].par.dirty[k] = calloc((size_t)rows[k], 1))) ok = false;
+    }
+    if (!ok) {
         fprintf(stderr, "sgrad-w2v: out of memory for %d replicas\n", R);
-        free(th);
+        rep_free(th, &s, R);
         free(tid);
-        free(s.models);
-        free(s.active);
-        for (int k = 0; k < 3; k++) free(s.x[k]);
         return -1;
     }
     pthread_mutex_init(&s.mu, NULL);
@@ -245,8 +280,12 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
         t->cfg.par = &t->par;
         t->log = r == 0 ? log : NULL;
         if (r > 0) t->cfg.log = NULL; /* replica 0 writes the progress log */
-        t->par = (w2v_parallel){.rank = r, .ranks = R, .sync_steps = cfg->sync_every, .sync = rep_sync,
-                                .merge_hot = rep_merge_hot, .impl = t};
+        t->par.rank = r;
+        t->par.ranks = R;
+        t->par.sync_steps = cfg->sync_every;
+        t->par.sync = rep_sync;
+        t->par.merge_hot = rep_merge_hot;
+        t->par.impl = t;
         if (pthread_create(&tid[r], NULL, rep_run, t)) {
             fprintf(stderr, "sgrad-w2v: cannot start replica %d's thread\n", r);
             pthread_mutex_lock(&s.mu);
@@ -269,15 +308,9 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
     } else if (started > 0) {
         w2v_model_free(&th[0].model);
     }
-    for (int k = 0; k < 3; k++) {
-        free(s.base[k]);
-        free(s.x[k]);
-    }
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
-    free(th);
+    rep_free(th, &s, R);
     free(tid);
-    free(s.models);
-    free(s.active);
     return rc;
 }

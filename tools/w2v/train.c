@@ -131,6 +131,7 @@ typedef struct {
     int32_t row_cap;    /* tc_row_hit_cap of the starting learning rate */
     int32_t in_row_cap; /* the same for the input table (CBOW's context rows: lower) */
     int32_t node_cap;   /* the same for the inner nodes (bounds the batch: the root) */
+    uint8_t *dirty[3];  /* cfg->par's (w2v_parallel), or NULL */
 } w2v_trainer;
 
 /* The learning-rate schedule's record: the words read before step `step`'s batch. */
@@ -374,6 +375,10 @@ static sg_tensor *step_forward(w2v_trainer *t, w2v_model *m, sg_optim *opt)
 {
     sg_ctx *ctx = m->ctx;
     const int64_t n = t->n, T = t->cfg->negative + 1;
+    /* the rows this step changes, for the next merge (w2v_parallel's dirty) */
+    for (int64_t i = 0; t->dirty[0] && i < t->n_input; i++) t->dirty[0][t->input[i]] = 1;
+    for (int64_t e = 0; t->dirty[1] && T > 1 && e < n * T; e++) t->dirty[1][t->target[e]] = 1;
+    for (int64_t e = 0; t->dirty[2] && e < t->n_node; e++) t->dirty[2][t->node[e]] = 1;
     sg_tape_reset(ctx);
     sg_tensor *input = sg_slice(t->input_t[t->set], 0, t->n_input);
     sg_tensor *target = sg_slice(t->target_t[t->set], 0, n);
@@ -861,6 +866,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     bool any_active = true;
     const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
     w2v_pick pk = {0, {0, 0}, {0, 0}, false, 0};
+    for (int k = 0; par && k < 3; k++) t.dirty[k] = par->dirty[k];
     if (par && plan_hot_merges(&t, par, alpha, cfg->debug > 1 ? log : NULL)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;

@@ -67,7 +67,12 @@ struct w2v_parallel {
     int hot_levels;
     int64_t hot_in[W2V_MAX_HOT_LEVELS + 1], hot_out[W2V_MAX_HOT_LEVELS + 1], hot_node[W2V_MAX_HOT_LEVELS + 1];
     int (*merge_hot)(w2v_parallel *p, const w2v_model *m, int level);
-    void *impl; /* dist.c's state */
+    /* Rows of in, out and hs that this rank's steps changed since they were last merged
+     * (1), which the trainer marks as each step starts, or NULL: every row is merged
+     * (dist.c). A row no rank changed equals the merges' base everywhere, so leaving it
+     * out changes no bit. */
+    uint8_t *dirty[3];
+    void *impl; /* dist.c's or replicas.c's state */
 };
 
 typedef struct {
