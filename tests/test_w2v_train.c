@@ -183,7 +183,8 @@ TEST(deterministic_across_thread_counts)
 /* -replicas R: R models, each trained by one thread on its share, merged every 64 steps
  * (and, from 3 on, their hot rows in between). 1 thread takes the replicas in turn, 2 or
  * 3 run them at once: the same vectors bit for bit, a model that has learnt the topics,
- * and not the one-model run's vectors (the comparison can fail). */
+ * and not the one-model run's vectors (the comparison can fail); merges of the marked
+ * rows only give the bits of merges of every row. */
 TEST(replicas_give_the_same_vectors_for_any_thread_count)
 {
     enum { N = TOPICS * PER_TOPIC * 16 };
@@ -207,6 +208,14 @@ TEST(replicas_give_the_same_vectors_for_any_thread_count)
     CHECK(memcmp(r3[0], r3[1], sizeof r3[0]) == 0 && memcmp(r3[0], r3[2], sizeof r3[0]) == 0);
     CHECK(l3[0] == l3[1] && l3[0] == l3[2]);
     CHECK(memcmp(r3[0], r2[0], sizeof r2[0]) != 0);
+    /* merging every row instead of the marked ones: the same bits (a row a step changed
+     * but did not mark would merge late, and differ here) */
+    static float every[N];
+    rep_merge_every_row = true;
+    c.threads = 2;
+    train_and_score(&c, &loss, every);
+    rep_merge_every_row = false;
+    CHECK(memcmp(r3[0], every, sizeof every) == 0);
 }
 
 /* A replica waiting at a merge (here the first, which waits for both) is woken when the

@@ -20,6 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* FNV-1a 64 of n bytes, continuing from h (FNV1A_START to begin). */
+#define FNV1A_START 1469598103934665603ull
+static uint64_t fnv1a(uint64_t h, const void *bytes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)bytes)[i]) * 1099511628211ull;
+    return h;
+}
+
 /* Floats per MPI call and per scratch buffer: MPI counts are int. */
 #define W2V_DIST_CHUNK ((int64_t)1 << 22)
 
@@ -182,11 +190,10 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     if (!d->base[0]) {
         /* the plan decides the merges' sizes: one computed otherwise (another libm) must
          * not mismatch messages */
-        uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
-        const int64_t *plan[3] = {p->hot_in, p->hot_out, p->hot_node};
-        h = (h ^ (uint64_t)p->hot_levels) * 1099511628211ull;
-        for (int k = 0; k < 3; k++)
-            for (int l = 0; l <= W2V_MAX_HOT_LEVELS; l++) h = (h ^ (uint64_t)plan[k][l]) * 1099511628211ull;
+        uint64_t h = fnv1a(FNV1A_START, &p->hot_levels, sizeof p->hot_levels);
+        h = fnv1a(h, p->hot_in, sizeof p->hot_in);
+        h = fnv1a(h, p->hot_out, sizeof p->hot_out);
+        h = fnv1a(h, p->hot_node, sizeof p->hot_node);
         if (w2v_dist_agree(p, true, h, "the plan of hot-row merges")) return -1;
         ok = record_base(d, m) == 0;
         if (RUN(q, "the first sync", MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
@@ -210,12 +217,12 @@ static int merge_hot(w2v_parallel *p, const w2v_model *m, int level)
 {
     w2v_dist *d = p->impl;
     sg_tensor *tables[3];
-    const int64_t rows[3] = {p->hot_in[level], p->hot_out[level], p->hot_node[level]};
     for (int k = 0; k < table_count(m, tables); k++) {
-        if (!tables[k] || rows[k] == 0) continue;
-        const int64_t dim = sg_tensor_shape(tables[k])[1], n = rows[k] * dim;
-        const int64_t at = k == 2 ? sg_tensor_numel(tables[k]) - n : 0; /* inner nodes: the last */
-        float *x = sg_tensor_f32(tables[k]) + at, *base = d->base[k] + at;
+        if (!tables[k]) continue;
+        int64_t lo, hi;
+        w2v_hot_rows(p, level, k, sg_tensor_shape(tables[k])[0], &lo, &hi);
+        const int64_t dim = sg_tensor_shape(tables[k])[1], n = (hi - lo) * dim;
+        float *x = sg_tensor_f32(tables[k]) + lo * dim, *base = d->base[k] + lo * dim;
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK)
             if (ring_merge(d, x + i, base + i, n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK, "a merge of hot rows"))
                 return -1;
@@ -279,12 +286,8 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
         return -1;
     }
     if (timeout_s == 0) timeout_s = 300; /* as sgrad_dist's SG_DIST_TIMEOUT_DEFAULT */
-    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 of the arguments, each NUL-ended */
-    for (int i = 1; i < *argc; i++)
-        for (const char *c = (*argv)[i];; c++) {
-            h = (h ^ (unsigned char)*c) * 1099511628211ull;
-            if (!*c) break;
-        }
+    uint64_t h = FNV1A_START; /* the arguments, each NUL-ended */
+    for (int i = 1; i < *argc; i++) h = fnv1a(h, (*argv)[i], strlen((*argv)[i]) + 1);
     if (w2v_dist_agree(NULL, true, h, "the command line")) return -1;
     if (cfg->checkpoint || cfg->resume) {
         fprintf(stderr, "sgrad-w2v: -checkpoint and -resume are not supported under mpirun (%d ranks); "

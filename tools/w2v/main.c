@@ -49,8 +49,9 @@ static void usage(FILE *f)
             "    -checkpoint FILE    save the whole run state to FILE (atomically) every\n"
             "                   -save-every steps and at the end\n"
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
-            "    -sync-every N  under mpirun or -replicas: steps between the merges of\n"
-            "                   the tables (64; see tools/w2v/README.md \"Under mpirun\")\n"
+            "    -sync-every N  under mpirun or -replicas: steps between the full merges\n"
+            "                   of the tables (64; from 3 ranks or replicas on, the most\n"
+            "                   changed rows more often: tools/w2v/README.md \"Under mpirun\")\n"
             "    -dist-timeout S  under mpirun: seconds a rank waits for the others in an\n"
             "                   exchange before it reports a dead rank and the job ends\n"
             "                   (default SGRAD_DIST_TIMEOUT, else 300)\n"
@@ -307,8 +308,9 @@ static int w2v_main(int argc, char **argv)
         tc_vocab_free(&v);
         return 0;
     }
-    if (cfg.replicas > 1) {
-        res.words_per_sec_thread /= threads < cfg.replicas ? threads : cfg.replicas; /* a replica's is all of them */
+    if (cfg.replicas > 1) { /* res: replica 0's own rate, on its one thread */
+        if (threads > cfg.replicas) threads = cfg.replicas;
+        res.words_per_sec_thread *= (double)cfg.replicas / threads;
     } else {
         threads = sg_ctx_threads(m.ctx);
     }

@@ -10,8 +10,9 @@
  * A merge is two barriers: every replica arrives with its tables (giving up its slot),
  * then each takes a slot again and merges its block of rows into every replica's tables
  * and the shared base, then waits for the others' blocks. Element j becomes
- * base + ((x_0 - base) + (x_1 - base) + ...), summed in replica order. A replica that
- * fails marks the run failed, which wakes every waiting replica with an error. */
+ * base + ((x_0 - base) + (x_1 - base) + ...), summed in replica order (so 2 replicas
+ * give mpirun -np 2's bits; from 3 on, the ring's order differs). A replica that fails
+ * marks the run failed, which wakes every waiting replica with an error. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -111,8 +112,11 @@ static void merge_rows(const rep_shared *s, int k, int64_t lo, int64_t hi, int64
     }
 }
 
+static bool rep_merge_every_row; /* tests: merge every row, as if each were marked */
+
 static bool row_changed(const rep_shared *s, int k, int64_t row)
 {
+    if (rep_merge_every_row) return true;
     for (int q = 0; q < s->replicas; q++)
         if (s->dirty[q][k][row]) return true;
     return false;
@@ -126,13 +130,9 @@ static void merge_block(rep_shared *s, const w2v_parallel *p, int r)
     const sg_tensor *tables[3] = {m0->in, m0->out, m0->hs};
     for (int k = 0; k < 3; k++) {
         if (!tables[k]) continue;
-        const int64_t rows = sg_tensor_shape(tables[k])[0], dim = sg_tensor_shape(tables[k])[1];
-        int64_t lo = 0, hi = rows;
-        if (s->level > 0) {
-            const int64_t hot[3] = {p->hot_in[s->level], p->hot_out[s->level], p->hot_node[s->level]};
-            if (k == 2) lo = rows - hot[k];
-            else hi = hot[k];
-        }
+        const int64_t dim = sg_tensor_shape(tables[k])[1];
+        int64_t lo, hi;
+        w2v_hot_rows(p, s->level, k, sg_tensor_shape(tables[k])[0], &lo, &hi);
         const int64_t n = hi - lo, a = lo + n * r / s->replicas, b = lo + n * (r + 1) / s->replicas;
         for (int64_t i = a; i < b; i++) {
             if (!row_changed(s, k, i)) continue;
@@ -147,16 +147,25 @@ static void merge_block(rep_shared *s, const w2v_parallel *p, int r)
 
 /* The merge (collective over the replicas) of `level`'s rows; for a full one, `active`
  * and *any_active as w2v_parallel's sync. */
+/* The first barrier of a merge, entered with the lock held: this replica's tables and
+ * whether it is still active; *any_active (when not NULL) whether any replica is. */
+static bool arrive(rep_thread *me, const w2v_model *m, int level, bool active, bool *any_active)
+{
+    rep_shared *s = me->s;
+    s->models[me->r] = m;
+    s->active[me->r] = active;
+    s->level = level;
+    const bool ok = barrier(s, gather);
+    if (any_active) *any_active = s->any_active;
+    return ok;
+}
+
 static int rep_merge(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
     rep_thread *me = p->impl;
     rep_shared *s = me->s;
     pthread_mutex_lock(&s->mu);
-    s->models[me->r] = m;
-    s->active[me->r] = active;
-    s->level = level;
-    bool ok = barrier(s, gather);
-    if (any_active) *any_active = s->any_active;
+    bool ok = arrive(me, m, level, active, any_active);
     pthread_mutex_unlock(&s->mu);
     if (ok) merge_block(s, p, me->r); /* disjoint rows: outside the lock */
     pthread_mutex_lock(&s->mu);
@@ -170,10 +179,7 @@ static int rep_first(w2v_parallel *p, const w2v_model *m, bool active, bool *any
     rep_thread *me = p->impl;
     rep_shared *s = me->s;
     pthread_mutex_lock(&s->mu);
-    s->models[me->r] = m;
-    s->active[me->r] = active;
-    bool ok = barrier(s, gather);
-    *any_active = s->any_active;
+    bool ok = arrive(me, m, 0, active, any_active);
     if (ok && me->r == 0) { /* replica 0's starting tables for all, and the base */
         const sg_tensor *t0[3] = {m->in, m->out, m->hs};
         for (int k = 0; k < 3 && ok; k++) {
@@ -246,8 +252,8 @@ static void rep_free(rep_thread *th, rep_shared *s, int R)
 int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int threads, w2v_result *res,
                        w2v_model *mout)
 {
-    const int R = cfg->replicas;
-    rep_shared s = {.replicas = R, .slots = threads < R ? threads : R};
+    const int R = cfg->replicas, slots = threads < 1 ? 1 : threads < R ? threads : R;
+    rep_shared s = {.replicas = R, .slots = slots};
     rep_thread *th = calloc((size_t)R, sizeof *th);
     pthread_t *tid = calloc((size_t)R, sizeof *tid);
     s.models = calloc((size_t)R, sizeof *s.models);
@@ -267,8 +273,19 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
         free(tid);
         return -1;
     }
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
+    if (pthread_mutex_init(&s.mu, NULL)) {
+        fprintf(stderr, "sgrad-w2v: cannot set up the replicas' lock\n");
+        rep_free(th, &s, R);
+        free(tid);
+        return -1;
+    }
+    if (pthread_cond_init(&s.cv, NULL)) {
+        fprintf(stderr, "sgrad-w2v: cannot set up the replicas' lock\n");
+        pthread_mutex_destroy(&s.mu);
+        rep_free(th, &s, R);
+        free(tid);
+        return -1;
+    }
     int started = 0, rc = 0;
     for (int r = 0; r < R; r++) {
         rep_thread *t = &th[r];
@@ -285,6 +302,7 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
         t->par.sync_steps = cfg->sync_every;
         t->par.sync = rep_sync;
         t->par.merge_hot = rep_merge_hot;
+        t->par.threads = slots;
         t->par.impl = t;
         if (pthread_create(&tid[r], NULL, rep_run, t)) {
             fprintf(stderr, "sgrad-w2v: cannot start replica %d's thread\n", r);

@@ -42,7 +42,8 @@
  * words times the rank count (the shares are about equal in bytes), and every
  * cfg->sync_every steps, then at each epoch's end until every rank's share is done, the
  * ranks merge their tables through cfg->par->sync, and with 3+ ranks their hot rows in
- * between (plan_hot_merges, merge_due). With one process none of this runs.
+ * between (plan_hot_merges, merge_due). -replicas runs the same with its replicas as
+ * the ranks (replicas.c). Without cfg->par none of this runs.
  *
  * Memory: the two (V,D) tables, the vocabulary, the sampling tables (O(V)) and two
  * batches' examples and one tape: O(batch * (negative + 1) * D) floats.
@@ -612,16 +613,6 @@ static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, i
     return 0;
 }
 
-/* Under mpirun with 3+ ranks: plans the hot rows' merges (w2v.h's w2v_parallel) from the
- * counts. A row's expected changes per step on one rank are B r: r its rate per example
- * (input: its share of the kept words, times the context's mean size W + 1 for CBOW;
- * output: that share, as the positive target, plus -negative times its noise share; an
- * inner node: the share of the centre words whose path holds it), B the examples per step
- * (the batch, or fewer: a step ends once a row reaches its hit cap). A row changed more
- * than U = W2V_HOT_STEP_BOUND / (alpha (P - 2)) times between two merges gets the coarsest
- * level l whose period sync_steps >> l keeps it below U, or the finest (a period of 1
- * step). Periods need not divide each other: a level's rows are merged with a coarser
- * level's whenever its period divides the step (merge_due). 0, or -1 out of memory. */
 /* The coarsest hot level (0: none) whose period keeps a row changed `per_step` times a
  * step below `bound` changes between merges; at most `finest`. */
 static int hot_level(int64_t sync_steps, int finest, double per_step, double bound)
@@ -631,6 +622,16 @@ static int hot_level(int64_t sync_steps, int finest, double per_step, double bou
     return l;
 }
 
+/* With 3+ ranks or replicas: plans the hot rows' merges (w2v.h's w2v_parallel) from the
+ * counts. A row's expected changes per step on one rank are B r: r its rate per example
+ * (input: its share of the kept words, times the context's mean size W + 1 for CBOW;
+ * output: that share, as the positive target, plus -negative times its noise share; an
+ * inner node: the share of the centre words whose path holds it), B the examples per step
+ * (the batch, or fewer: a step ends once a row reaches its hit cap). A row changed more
+ * than U = W2V_HOT_STEP_BOUND / (alpha (P - 2)) times between two merges gets the coarsest
+ * level l whose period sync_steps >> l keeps it below U, or the finest (a period of 1
+ * step). Periods need not divide each other: a level's rows are merged with a coarser
+ * level's whenever its period divides the step (merge_due). 0, or -1 out of memory. */
 static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha, FILE *log)
 {
     const w2v_config *cfg = t->cfg;
@@ -698,6 +699,12 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
                      "nodes\n", (long long)(par->sync_steps >> l), (long long)par->hot_in[l],
                 (long long)par->hot_out[l], (long long)par->hot_node[l]);
     return 0;
+}
+
+/* Merge `due` (merge_due's: 0 full, else a hot level); 0 or -1. */
+static int run_merge(w2v_parallel *par, const w2v_model *m, int due, bool active, bool *any_active)
+{
+    return due == 0 ? par->sync(par, m, active, any_active) : par->merge_hot(par, m, due);
 }
 
 /* The merge due after the t-th step since the last full one (1 <= t <= sync_steps): 0 the
@@ -852,10 +859,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     }
 
     const int threads = sg_ctx_threads(m.ctx);
+    /* the progress counts every rank's words: per thread of them all */
+    const int all_threads = !par ? threads : par->threads > 0 ? par->threads : ranks * threads;
     tc_progress pr;
-    tc_progress_init(&pr, log, threads);
+    tc_progress_init(&pr, log, all_threads);
     tc_log jl;
-    tc_log_init(&jl, jlog, threads);
+    tc_log_init(&jl, jlog, all_threads);
     const double t0 = tc_now();
     const int64_t tokens0 = t.tokens; /* read before this process: not in its speed */
     /* start: the first step's loss per example */
@@ -999,7 +1008,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             if (due >= 0) {
                 if (due == 0) since_sync = 0;
                 tp = tc_now();
-                const int sync_rc = due == 0 ? par->sync(par, &m, true, &any_active) : par->merge_hot(par, &m, due);
+                const int sync_rc = run_merge(par, &m, due, true, &any_active);
                 res->t_sync += tc_now() - tp;
                 if (sync_rc) {
                     tc_reader_close(&t.rd);
@@ -1027,8 +1036,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         while (par && any_active) { /* the merges the active ranks' steps make */
             const int due = merge_due(par, ++since_sync);
             if (due == 0) since_sync = 0;
-            if (due == 0 ? par->sync(par, &m, false, &any_active) : due > 0 && par->merge_hot(par, &m, due))
-                goto done;
+            if (due >= 0 && run_merge(par, &m, due, false, &any_active)) goto done;
         }
         res->t_sync += tc_now() - tp;
         if (cfg->debug > 1 && log)
@@ -1043,8 +1051,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         }
     }
     if (res->steps == 0) {
-        fprintf(stderr, "sgrad-w2v: %s gave no training examples (no sentence of two "
-                        "vocabulary words)\n", cfg->train);
+        if (par)
+            fprintf(stderr, "sgrad-w2v: share %d of %d of %s gave no training examples (no sentence "
+                            "of two vocabulary words; fewer ranks or replicas)\n", par->rank + 1, ranks, cfg->train);
+        else
+            fprintf(stderr, "sgrad-w2v: %s gave no training examples (no sentence of two "
+                            "vocabulary words)\n", cfg->train);
         goto done;
     }
     sg_tape_reset(m.ctx);

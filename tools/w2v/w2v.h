@@ -72,8 +72,19 @@ struct w2v_parallel {
      * (dist.c). A row no rank changed equals the merges' base everywhere, so leaving it
      * out changes no bit. */
     uint8_t *dirty[3];
+    int threads; /* the threads all ranks or replicas run on together, for per-thread
+                    rates (0: ranks x this rank's) */
     void *impl; /* dist.c's or replicas.c's state */
 };
+
+/* The rows [*lo, *hi) of a table (k: 0 in, 1 out, 2 hs, of `rows` rows) that hot level
+ * `level` merges (level 0: all). */
+static inline void w2v_hot_rows(const w2v_parallel *p, int level, int k, int64_t rows, int64_t *lo, int64_t *hi)
+{
+    const int64_t hot = level == 0 ? rows : k == 0 ? p->hot_in[level] : k == 1 ? p->hot_out[level] : p->hot_node[level];
+    *lo = k == 2 ? rows - hot : 0; /* inner nodes: the last, at the root's end */
+    *hi = k == 2 ? rows : hot;
+}
 
 typedef struct {
     const char *train;
@@ -169,8 +180,8 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **par)
 int w2v_dist_agree(w2v_parallel *par, bool ok, uint64_t hash, const char *what);
 
 /* -replicas R (cfg->replicas >= 2, one process): R trainers (w2v_train with 1 thread), on
- * R shares of the corpus, each in its own thread with at most `threads` computing at
- * once, merged every cfg->sync_every steps as ranks are (w2v_parallel). The vectors
+ * R shares of the corpus, each in its own thread with at most `threads` (at least 1)
+ * computing at once, merged every cfg->sync_every steps as ranks are (w2v_parallel). The vectors
  * depend on R, not on `threads`. res and *m: replica 0's (every replica ends with the same
  * tables). 0, or -1 with a message. */
 int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int threads, w2v_result *res,
