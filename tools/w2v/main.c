@@ -308,6 +308,8 @@ static int w2v_main(int argc, char **argv)
         tc_vocab_free(&v);
         return 0;
     }
+    char replicas[32] = "";
+    if (cfg.replicas > 1) snprintf(replicas, sizeof replicas, ", %d replicas", cfg.replicas);
     if (cfg.replicas > 1) { /* res: replica 0's own rate, on its one thread */
         if (threads > cfg.replicas) threads = cfg.replicas;
         res.words_per_sec_thread *= (double)cfg.replicas / threads;
@@ -316,12 +318,11 @@ static int w2v_main(int argc, char **argv)
     }
     if (log) fprintf(log,
             "sgrad-w2v: %s, %d epochs, %d threads (%s%s): %.1f s, %.1fk words/sec/thread, "
-            "final loss %.4f; %lld steps of %.0f examples on average\n",
+            "final loss %.4f; %lld steps of %.0f examples on average%s\n",
             cfg.cbow ? "cbow" : "skip-gram", cfg.iter, threads,
-            cfg.hogwild ? "hogwild, not reproducible" : "deterministic",
-            cfg.replicas > 1 ? ", replicas" : "", res.seconds,
+            cfg.hogwild ? "hogwild, not reproducible" : "deterministic", replicas, res.seconds,
             res.words_per_sec_thread / 1e3, res.final_loss, (long long)res.steps,
-            res.steps ? (double)res.examples / (double)res.steps : 0.0);
+            res.steps ? (double)res.examples / (double)res.steps : 0.0, cfg.replicas > 1 ? " (replica 0's)" : "");
     if (log && cfg.debug > 1) {
         const bool side = threads > 1 && !cfg.hogwild && cfg.replicas == 1; /* drawing beside the backward */
         const double steps = res.t_forward + res.t_sync + (side ? res.t_overlapped : res.t_backward + res.t_draw);
