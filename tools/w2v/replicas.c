@@ -145,8 +145,6 @@ static void merge_block(rep_shared *s, const w2v_parallel *p, int r)
     }
 }
 
-/* The merge (collective over the replicas) of `level`'s rows; for a full one, `active`
- * and *any_active as w2v_parallel's sync. */
 /* The first barrier of a merge, entered with the lock held: this replica's tables and
  * whether it is still active; *any_active (when not NULL) whether any replica is. */
 static bool arrive(rep_thread *me, const w2v_model *m, int level, bool active, bool *any_active)
@@ -160,6 +158,8 @@ static bool arrive(rep_thread *me, const w2v_model *m, int level, bool active, b
     return ok;
 }
 
+/* The merge (collective over the replicas) of `level`'s rows; for a full one, `active`
+ * and *any_active as w2v_parallel's sync. */
 static int rep_merge(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
     rep_thread *me = p->impl;
