@@ -16,6 +16,16 @@ set -euo pipefail
 build=${1:-build}
 w2v=$build/sgrad-w2v
 if [ ! -x "$w2v" ] || ! nm "$w2v" 2>/dev/null | grep -q w2v_dist_start; then
+    if [ -x "$w2v" ]; then # without MPI, a launch of 2 processes (as mpirun's environment says) is refused
+        rc=0
+        OMPI_COMM_WORLD_SIZE=2 "$w2v" -train /dev/null -output /dev/null 2>"${TMPDIR:-/tmp}/w2v_mpi_$$.err" || rc=$?
+        msg=$(cat "${TMPDIR:-/tmp}/w2v_mpi_$$.err"); rm -f "${TMPDIR:-/tmp}/w2v_mpi_$$.err"
+        if [ "$rc" != 2 ] || [[ "$msg" != *"this build has no MPI"* ]]; then
+            echo "FAIL test_w2v_mpi: a build without MPI started as 2 processes gave status $rc: $msg"
+            exit 1
+        fi
+        echo "test_w2v_mpi: a build without MPI refuses to run as 2 processes"
+    fi
     echo "SKIP test_w2v_mpi: $w2v is not built with MPI here (SGRAD_BUILD_TOOLS=OFF or SGRAD_MPI=OFF)"
     exit 77
 fi

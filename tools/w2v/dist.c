@@ -42,11 +42,6 @@ static int world_rank, world_size;
 static double timeout_s; /* -dist-timeout, else SGRAD_DIST_TIMEOUT, else 300 */
 static bool stalled;     /* a collective timed out and is still pending */
 
-bool w2v_dist_launched(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
 static int mpi_failed(int err, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];

@@ -86,6 +86,16 @@ static void limit_spin_wait(char **argv)
     execv("/proc/self/exe", argv);
 }
 
+/* Under a launcher (mpirun): the number of processes it started, from the variables Open
+ * MPI and MPICH set (0: launched, count not given); -1 when not under one. */
+static long launched_processes(void)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    if (n) return strtol(n, NULL, 10);
+    return getenv("PMIX_RANK") ? 0 : -1;
+}
+
 #ifdef W2V_WITH_MPI
 /* Under mpirun: the ranks' trainer (NULL with one process) and whether a failure was one
  * every rank agreed on (then each returns; otherwise a lone failure ends the job). */
@@ -228,13 +238,20 @@ static int w2v_main(int argc, char **argv)
         return 2;
     }
 #ifdef W2V_WITH_MPI
-    if (w2v_dist_launched() && w2v_dist_start(&argc, &argv, &cfg, &par)) {
+    if (launched_processes() >= 0 && w2v_dist_start(&argc, &argv, &cfg, &par)) {
         failed_together = true;
         return 2;
     }
     if (par && cfg.replicas > 1) { /* every rank has the same flags: all stop here */
         fprintf(stderr, "sgrad-w2v: -replicas is for one process; under mpirun each rank is one replica\n");
         failed_together = true;
+        return 2;
+    }
+#else
+    if (launched_processes() > 1) { /* P copies would train P models and write one file */
+        fprintf(stderr, "sgrad-w2v: started as one of %ld processes (mpirun), but this build has no MPI: "
+                        "rebuild after installing MPI (Debian: libopenmpi-dev openmpi-bin)\n",
+                launched_processes());
         return 2;
     }
 #endif

@@ -167,8 +167,6 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err);
 
 /* ---- under mpirun (dist.c, linked only with SGRAD_MPI; main.c calls it under
  * W2V_WITH_MPI) */
-/* True when this process was started by mpirun (its environment says so). */
-bool w2v_dist_launched(void);
 /* MPI_Init, then with 2+ ranks: checks that every rank got the same arguments, refuses
  * -checkpoint and -resume and sets cfg->par = *par (main.c then lets rank 0 alone print
  * and write files). *par is NULL with one rank. 0, or -1 with a message on every rank.
