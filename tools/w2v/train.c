@@ -552,12 +552,17 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * W2V_PICK_CUT_AFTER-th step on, as soon as its steps so far took more than W2V_PICK_CUT
  * times the last one-thread half's time per example: beside a busy process such a step
  * takes several times a one-thread step, and the trial's all-thread steps were most of
- * what a 2-thread run lost there. A run shorter than W2V_PICK_TRIAL steps runs on the
- * threads asked for. (Trials ever further apart while the choice holds measured no
- * better.) */
+ * what a 2-thread run lost there. The first W2V_PICK_SETTLE steps of each half are run but
+ * not timed: a step after a switch first moves the tables' rows between the cores' caches
+ * (on Brown's 11 MB that cost about as much as the 8 steps of a half), and since the
+ * one-thread half always follows the all-thread one, timing it made whichever mode ran
+ * before the trial look faster (2026-12-04: 2 threads chosen in most periods while 0.94x
+ * the speed of one). A run shorter than W2V_PICK_TRIAL steps runs on the threads asked
+ * for. (Trials ever further apart while the choice holds measured no better.) */
 #define W2V_PICK_PERIOD 512
 #define W2V_PICK_TRIAL 8
-#define W2V_PICK_CUT_AFTER 2
+#define W2V_PICK_SETTLE 2
+#define W2V_PICK_CUT_AFTER (W2V_PICK_SETTLE + 1)
 #define W2V_PICK_CUT 1.5
 
 typedef struct {
@@ -569,7 +574,8 @@ typedef struct {
 } w2v_pick;
 
 /* Whether the coming step runs on one thread. In a trial's first half, once its first
- * W2V_PICK_CUT_AFTER steps are in, the all-thread steps so far decide (after a cut they
+ * W2V_PICK_CUT_AFTER steps are in (the settling ones, then one timed), the timed
+ * all-thread steps so far decide (after a cut they
  * no longer change, so the cut holds to the half's end). */
 static bool pick_one(const w2v_pick *p)
 {
@@ -585,8 +591,10 @@ static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
 {
     const int64_t k = p->step++ % W2V_PICK_PERIOD;
     if (k >= 2 * W2V_PICK_TRIAL) return;
-    p->secs[one] += secs;
-    p->examples[one] += examples;
+    if (k % W2V_PICK_TRIAL >= W2V_PICK_SETTLE) {
+        p->secs[one] += secs;
+        p->examples[one] += examples;
+    }
     if (k == 2 * W2V_PICK_TRIAL - 1) {
         p->one = p->secs[1] * (double)p->examples[0] < p->secs[0] * (double)p->examples[1];
         p->one_rate = p->examples[1] ? p->secs[1] / (double)p->examples[1] : 0;
