@@ -7,12 +7,15 @@
     X(optim, "optimizer train steps (fused and unfused), many parameters, dense vs sparse")
 
 /* Families that run only when named, never by "all": pystep is half of a comparison with
- * the Python script; dist needs mpirun and the MPI module (built when SGRAD_MPI is on). */
-#define SGB_PYSTEP(X) X(pystep, "the step of bench/python_vs_torch.py in C: the same ops, sizes and batches")
+ * the Python script; cores means something only with two cores free; dist needs mpirun
+ * and the MPI module (built when SGRAD_MPI is on). */
+#define SGB_NAMED_ANYWHERE(X) \
+    X(pystep, "the step of bench/python_vs_torch.py in C: the same ops, sizes and batches") \
+    X(cores, "what moving a cache line and a block of rows between two cores costs (2 threads)")
 #ifdef SGB_WITH_MPI
 #define SGB_NAMED_FAMILIES(X) \
-    SGB_PYSTEP(X) \
+    SGB_NAMED_ANYWHERE(X) \
     X(dist, "data-parallel embedding step under mpirun: step time, bytes sent per rank, sparse vs dense")
 #else
-#define SGB_NAMED_FAMILIES(X) SGB_PYSTEP(X)
+#define SGB_NAMED_FAMILIES(X) SGB_NAMED_ANYWHERE(X)
 #endif

@@ -8,11 +8,15 @@ if [ ! -x "$build/sgrad-bench" ]; then
     exit 77
 fi
 out=$(mktemp)
-trap 'rm -f "$out" "$out.pystep"' EXIT
+trap 'rm -f "$out" "$out.pystep" "$out.cores"' EXIT
 "$build/sgrad-bench" --quick all >"$out"
-"$build/sgrad-bench" --quick pystep >"$out.pystep" # a named family, not in all
-python3 - "$out" "$out.pystep" <<'PY'
+"$build/sgrad-bench" --quick pystep >"$out.pystep" # named families, not in all
+"$build/sgrad-bench" --quick cores >"$out.cores"
+python3 - "$out" "$out.pystep" "$out.cores" <<'PY'
 import json, sys
+co = [json.loads(l) for l in open(sys.argv[3]).read().splitlines()]
+assert [o["case"] for o in co] == ["handoff"] + ["rows_handover"] * 3, co
+assert co[0]["ns_per_handoff"] > 0 and all(o["ms"] > 0 and o["ref_ms"] > 0 for o in co[1:]), co
 py = [json.loads(l) for l in open(sys.argv[2]).read().splitlines()]
 assert [o["params"]["opt"] for o in py] == ["sgd", "lazy_adam"], py
 assert all(o["bench"] == "pystep" and o["ms"] > 0 for o in py), py

@@ -1,0 +1,131 @@
+/* What moving data between the machine's two cores costs, the limit of a 2-thread step
+ * that shares rows (one thread's forward reads a row, the other's update writes it).
+ * Named family (not run by "all"): sgrad-bench cores. Plain pthreads, no library calls.
+ *
+ * handoff: two threads take turns on one cache line (an atomic counter each waits for
+ * its parity, then increments), ns_per_handoff is one move of the line between cores.
+ * rows_handover: a block of ROWS rows of 100 floats (the shape of sgrad-w2v's tables)
+ * is read and rewritten (x += 1) in turn by thread 0 and thread 1, one pass each turn;
+ * ms is the time of one pass, ref_ms the same pass when one thread makes them all, so
+ * ratio is what the rows' trip between the cores adds to a pass. Both threads run in both
+ * cases (in the reference the second one only waits): only where the data goes differs. */
+#define _POSIX_C_SOURCE 200809L
+#include "bench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { CORES_DIM = 100 };
+
+typedef struct {
+    _Alignas(64) atomic_long turn; /* alone on its cache line */
+    float *rows;
+    int64_t n;       /* floats in the block */
+    long turns;      /* turns in all, shared by the two threads */
+    int both_touch;  /* rows_handover: 1 both threads pass over the block, 0 thread 0 only */
+    int handoff;     /* 1: the handoff case (no block) */
+} cores_job;
+
+typedef struct {
+    cores_job *job;
+    int me;
+} cores_arg;
+
+static void *cores_worker(void *p)
+{
+    const cores_arg *a = p;
+    cores_job *j = a->job;
+    for (long t = a->me; t < j->turns; t += 2) {
+        /* spin (a handoff takes well under 1000 spins when both threads run), then yield:
+         * on shared cores the other thread may need this one's core to take its turn */
+        for (int spins = 0; atomic_load_explicit(&j->turn, memory_order_acquire) != t; spins++)
+            if (spins > 1000) sched_yield();
+        if (!j->handoff && (a->me == 0 || j->both_touch))
+            for (int64_t i = 0; i < j->n; i++) j->rows[i] += 1.0f;
+        /* in the reference, thread 1's turns cost nothing but the handoff; thread 0
+         * makes two passes on its turn instead, so the passes are as many */
+        if (!j->handoff && a->me == 0 && !j->both_touch)
+            for (int64_t i = 0; i < j->n; i++) j->rows[i] += 1.0f;
+        atomic_store_explicit(&j->turn, t + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Runs job on two threads; ms of the whole, or -1 when a thread cannot start. */
+static double cores_run(cores_job *j)
+{
+    atomic_store(&j->turn, 0);
+    pthread_t th;
+    cores_arg a0 = {j, 0}, a1 = {j, 1};
+    const double t0 = sgb_now_ms();
+    if (pthread_create(&th, NULL, cores_worker, &a1)) return -1;
+    cores_worker(&a0);
+    pthread_join(th, NULL);
+    return sgb_now_ms() - t0;
+}
+
+static int cores_fail(const char *what)
+{
+    fprintf(stderr, "sgrad-bench cores: %s\n", what);
+    return 1;
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_ms);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+int sgb_cores(const sgb_cfg *cfg)
+{
+    enum { MAX_REPS = 16 };
+    int reps = sgb_reps(cfg, 7);
+    reps = reps > MAX_REPS ? MAX_REPS : reps;
+    double t[MAX_REPS], u[MAX_REPS];
+    /* handoff: the median over reps runs of `turns` handoffs */
+    {
+        cores_job j = {.turns = cfg->quick ? 2000 : 1000000, .handoff = 1};
+        for (int r = 0; r < reps; r++)
+            if ((t[r] = cores_run(&j)) < 0) return cores_fail("cannot start a thread");
+        const double ms = median(t, reps);
+        char extra[64], params[64];
+        snprintf(extra, sizeof extra, "\"ns_per_handoff\":%.4g", ms * 1e6 / (double)j.turns);
+        snprintf(params, sizeof params, "{\"handoffs\":%ld}", j.turns);
+        sgb_emit("cores", "handoff", params, ms, 0, 2, extra);
+    }
+    /* rows_handover, for blocks from one core's L2 to past a shared cache; the two ways
+     * in turn, medians of each */
+    const int64_t row_counts[] = {1000, 10000, 28000};
+    for (size_t c = 0; c < sizeof row_counts / sizeof row_counts[0]; c++) {
+        const int64_t rows = cfg->quick ? row_counts[c] / 10 : row_counts[c];
+        cores_job j = {.n = rows * CORES_DIM, .turns = cfg->quick ? 20 : 200};
+        j.rows = calloc((size_t)j.n, sizeof *j.rows);
+        if (!j.rows) return cores_fail("out of memory");
+        for (int r = 0; r < reps; r++) {
+            j.both_touch = 1;
+            t[r] = cores_run(&j);
+            j.both_touch = 0;
+            u[r] = cores_run(&j);
+            if (t[r] < 0 || u[r] < 0) {
+                free(j.rows);
+                return cores_fail("cannot start a thread");
+            }
+        }
+        sgb_sink(j.rows[0]);
+        free(j.rows);
+        char params[96];
+        snprintf(params, sizeof params, "{\"rows\":%lld,\"dim\":%d,\"mb\":%.3g}", (long long)rows, CORES_DIM,
+                 (double)rows * CORES_DIM * 4 / 1e6);
+        sgb_emit("cores", "rows_handover", params, median(t, reps) / (double)j.turns,
+                 median(u, reps) / (double)j.turns, 2, NULL);
+    }
+    return 0;
+}
