@@ -21,8 +21,8 @@
 enum { CORES_DIM = 100 };
 
 typedef struct {
-    _Alignas(64) atomic_long turn; /* alone on its cache line */
-    float *rows;
+    _Alignas(64) atomic_long turn; /* alone on its cache line: */
+    _Alignas(64) float *rows;       /* the rest starts on the next */
     int64_t n;       /* floats in the block */
     long turns;      /* turns in all, shared by the two threads */
     int both_touch;  /* rows_handover: 1 both threads pass over the block, 0 thread 0 only */
@@ -41,8 +41,11 @@ static void *cores_worker(void *p)
     for (long t = a->me; t < j->turns; t += 2) {
         /* spin (a handoff takes well under 1000 spins when both threads run), then yield:
          * on shared cores the other thread may need this one's core to take its turn */
-        for (int spins = 0; atomic_load_explicit(&j->turn, memory_order_acquire) != t; spins++)
-            if (spins > 1000) sched_yield();
+        for (int spins = 0; atomic_load_explicit(&j->turn, memory_order_acquire) != t;)
+            if (spins < 1000)
+                spins++;
+            else
+                sched_yield();
         if (!j->handoff && (a->me == 0 || j->both_touch))
             for (int64_t i = 0; i < j->n; i++) j->rows[i] += 1.0f;
         /* in the reference, thread 1's turns cost nothing but the handoff; thread 0

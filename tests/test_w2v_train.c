@@ -332,7 +332,7 @@ static int pick_period(w2v_pick *p, double all_secs, double one_secs)
 
 TEST(picker_cuts_a_slow_all_thread_trial_short)
 {
-    w2v_pick p = {0, {0, 0}, {0, 0}, false, 0};
+    w2v_pick p = {0};
     /* the first trial, with no one-thread rate yet, runs its all-thread half in full */
     CHECK(pick_period(&p, 3.0, 1.0) == W2V_PICK_TRIAL);
     CHECK(p.one); /* it chose one thread for the rest of the period */
@@ -351,7 +351,7 @@ TEST(picker_cuts_a_slow_all_thread_trial_short)
  * would keep winning while slower. The settling steps are not timed. */
 TEST(picker_is_not_swayed_by_the_cost_of_switching)
 {
-    w2v_pick p = {0, {0, 0}, {0, 0}, false, 0};
+    w2v_pick p = {0};
     bool last = false; /* the run starts on all threads */
     for (int period = 0; period < 4; period++) {
         /* one thread 10% faster; a switch costs 30 steps' time (more than a half's) */
@@ -362,6 +362,18 @@ TEST(picker_is_not_swayed_by_the_cost_of_switching)
     for (int period = 0; period < 4; period++) {
         pick_period_switching(&p, 0.9, 1.0, 30.0, &last);
         CHECK(!p.one);
+    }
+    /* all threads much slower, so the trial's all-thread half is cut short: the switch
+     * inside the half is not timed either (it would inflate the one-thread rate, and
+     * with it the next cut's threshold, until all threads won every other period) */
+    const double slow[][2] = {{1.6, 8.0}, {2.0, 12.0}, {3.0, 30.0}};
+    for (int c = 0; c < 3; c++) {
+        w2v_pick q = {0};
+        bool at = false;
+        for (int period = 0; period < 20; period++) {
+            pick_period_switching(&q, slow[c][0], 1.0, slow[c][1], &at);
+            CHECK(q.one);
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 #
 # usage: bench/dist/w2v_mpi_rounds.sh [ROUNDS] [BUILD_DIR]    (defaults: 9, build)
 #   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh)
-#        FLAGS (default: the skip-gram flags of tools/w2v/README.md "Under mpirun")
+#        FLAGS (default: the skip-gram flags of tools/w2v/README.md "Under mpirun"; keep
+#        -threads 1, which the rates assume, and the summary line: no -debug 0)
 # needs: a build with MPI, mpirun. Prints a line and a JSON line per round, then medians.
 # Run it with nothing else running: it times two cores' worth of work.
 set -euo pipefail
@@ -28,7 +29,15 @@ mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mec
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # words/sec/thread (thousands) from the summary line of the log $1
-rate() { sed -n 's/.*(deterministic[^)]*): [0-9.]* s, \([0-9.]*\)k words\/sec\/thread.*/\1/p' "$1"; }
+rate() {
+    local r
+    r=$(sed -n 's/.*(deterministic[^)]*): [0-9.]* s, \([0-9.]*\)k words\/sec\/thread.*/\1/p' "$1")
+    if [ -z "$r" ]; then
+        echo "w2v_mpi_rounds: no summary line with a rate in $1 (-debug 0 or -hogwild 1 in FLAGS?)" >&2
+        return 1
+    fi
+    echo "$r"
+}
 run() { # log, then the command
     local log=$1
     shift
@@ -44,10 +53,13 @@ for ((i = 1; i <= rounds; i++)); do
     run "$tmp/two.log" "${mpi[@]}" "$w2v" -train "$corpus" "${f[@]}" -seed 1 -output "$tmp/two.bin"
     "$w2v" -train "$corpus" "${f[@]}" -seed 1 -output "$tmp/p1.bin" >"$tmp/p1.log" 2>&1 &
     pid=$!
+    trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
     run "$tmp/p2.log" "$w2v" -train "$corpus" "${f[@]}" -seed 2 -output "$tmp/p2.bin"
     wait "$pid" || { echo "w2v_mpi_rounds: an independent run failed" >&2; cat "$tmp/p1.log" >&2; exit 1; }
-    awk -v one="$(rate "$tmp/one.log")" -v two="$(rate "$tmp/two.log")" \
-        -v p1="$(rate "$tmp/p1.log")" -v p2="$(rate "$tmp/p2.log")" -v i="$i" 'BEGIN {
+    trap 'rm -rf "$tmp"' EXIT
+    one=$(rate "$tmp/one.log") && two=$(rate "$tmp/two.log") && p1=$(rate "$tmp/p1.log") &&
+        p2=$(rate "$tmp/p2.log") || exit 1
+    awk -v one="$one" -v two="$two" -v p1="$p1" -v p2="$p2" -v i="$i" 'BEGIN {
         slow = p1 < p2 ? p1 : p2
         printf "round %d: one process %.1fk words/s, 2 ranks %.1fk (%.2fx), two independent %.1fk (%.2fx)\n",
                i, one, 2 * two, 2 * two / one, 2 * slow, 2 * slow / one

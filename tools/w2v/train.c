@@ -548,17 +548,18 @@ static int64_t line_start(FILE *f, int64_t at, int64_t size)
  * for a descheduled thread (Brown, 2 threads beside one busy process: 2.4x the time of
  * 1 thread). Every W2V_PICK_PERIOD steps it times W2V_PICK_TRIAL steps on all threads and
  * then as many on one (whole steps, drawing included, per example) and runs the rest of
- * the period on the faster. The all-thread half stops early, from its
- * W2V_PICK_CUT_AFTER-th step on, as soon as its steps so far took more than W2V_PICK_CUT
- * times the last one-thread half's time per example: beside a busy process such a step
- * takes several times a one-thread step, and the trial's all-thread steps were most of
- * what a 2-thread run lost there. The first W2V_PICK_SETTLE steps of each half are run but
- * not timed: a step after a switch first moves the tables' rows between the cores' caches
- * (on Brown's 11 MB that cost about as much as the 8 steps of a half), and since the
- * one-thread half always follows the all-thread one, timing it made whichever mode ran
- * before the trial look faster (2026-12-04: 2 threads chosen in most periods while 0.94x
- * the speed of one). A run shorter than W2V_PICK_TRIAL steps runs on the threads asked
- * for. (Trials ever further apart while the choice holds measured no better.) */
+ * the period on the faster. The all-thread half stops early, from its step
+ * W2V_PICK_CUT_AFTER on (counting from 0), as soon as its timed steps so far took more than
+ * W2V_PICK_CUT times the last one-thread half's time per example: beside a busy process
+ * such a step takes several times a one-thread step, and the trial's all-thread steps were
+ * most of what a 2-thread run lost there. The first W2V_PICK_SETTLE steps after a change
+ * of mode are run but not timed: such a step first moves the tables' rows between the
+ * cores' caches (on Brown's 11 MB about as much as the 8 steps of a half), and the
+ * one-thread half always pays for a switch while the all-thread half pays only after a
+ * period on one thread, so timing them favoured all threads, which then stayed chosen
+ * (2026-12-04: 2 threads in most periods while 0.94x the speed of one). A run shorter
+ * than W2V_PICK_TRIAL steps runs on the threads asked for. (Trials ever further apart
+ * while the choice holds measured no better.) */
 #define W2V_PICK_PERIOD 512
 #define W2V_PICK_TRIAL 8
 #define W2V_PICK_SETTLE 2
@@ -571,12 +572,14 @@ typedef struct {
     int64_t examples[2];
     bool one;            /* the rest of the period on one thread */
     double one_rate;     /* seconds per example of the last one-thread half; 0: none yet */
+    bool last_one;       /* the mode of the last step recorded (a run starts on all) */
+    int settled;         /* steps run in that mode since the last change, at most
+                            W2V_PICK_SETTLE: the next step is timed when it is that */
 } w2v_pick;
 
-/* Whether the coming step runs on one thread. In a trial's first half, once its first
- * W2V_PICK_CUT_AFTER steps are in (the settling ones, then one timed), the timed
- * all-thread steps so far decide (after a cut they
- * no longer change, so the cut holds to the half's end). */
+/* Whether the coming step runs on one thread. In a trial's first half, from its step
+ * W2V_PICK_CUT_AFTER on, the timed all-thread steps so far decide (after a cut they no
+ * longer change, so the cut holds to the half's end; with none timed there is no cut). */
 static bool pick_one(const w2v_pick *p)
 {
     const int64_t k = p->step % W2V_PICK_PERIOD;
@@ -590,8 +593,14 @@ static bool pick_one(const w2v_pick *p)
 static void pick_record(w2v_pick *p, bool one, double secs, int64_t examples)
 {
     const int64_t k = p->step++ % W2V_PICK_PERIOD;
+    if (one != p->last_one) {
+        p->last_one = one;
+        p->settled = 0;
+    }
+    const bool timed = p->settled >= W2V_PICK_SETTLE;
+    if (!timed) p->settled++;
     if (k >= 2 * W2V_PICK_TRIAL) return;
-    if (k % W2V_PICK_TRIAL >= W2V_PICK_SETTLE) {
+    if (timed) {
         p->secs[one] += secs;
         p->examples[one] += examples;
     }
@@ -882,7 +891,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     memset(&saved, 0, sizeof saved);
     bool any_active = true;
     const bool pick = threads > 1 && !cfg->hogwild; /* w2v_pick */
-    w2v_pick pk = {0, {0, 0}, {0, 0}, false, 0};
+    w2v_pick pk = {0};
     for (int k = 0; par && k < 3; k++) t.dirty[k] = par->dirty[k];
     if (par && plan_hot_merges(&t, par, alpha, cfg->debug > 1 ? log : NULL)) {
         fprintf(stderr, "sgrad-w2v: out of memory\n");
