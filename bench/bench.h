@@ -15,6 +15,8 @@ typedef struct {
 } sgb_cfg;
 
 double sgb_now_ms(void);
+/* The median of t[0..n) (n >= 1; sorts t). */
+double sgb_median(double *t, int n);
 /* Median wall time in ms of fn(ud) over `reps` runs after one warm-up run. */
 double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps);
 /* Repetitions for a case: `full` normally, fewer (at least 3) with --quick. */

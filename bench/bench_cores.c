@@ -4,8 +4,9 @@
  *
  * handoff: two threads take turns on one cache line (an atomic counter each waits for
  * its parity, then increments), ns_per_handoff is one move of the line between cores.
- * rows_handover: a block of ROWS rows of 100 floats (the shape of sgrad-w2v's tables)
- * is read and rewritten (x += 1) in turn by thread 0 and thread 1, one pass each turn;
+ * rows_handover: a block of rows of 100 floats (the shape of sgrad-w2v's tables; 0.4, 4
+ * and 11.2 MB) is read and rewritten (x += 1) in turn by thread 0 and thread 1, one pass
+ * each turn;
  * ms is the time of one pass, ref_ms the same pass when one thread makes them all, so
  * ratio is what the rows' trip between the cores adds to a pass. Both threads run in both
  * cases (in the reference the second one only waits): only where the data goes differs. */
@@ -46,11 +47,10 @@ static void *cores_worker(void *p)
                 spins++;
             else
                 sched_yield();
-        if (!j->handoff && (a->me == 0 || j->both_touch))
-            for (int64_t i = 0; i < j->n; i++) j->rows[i] += 1.0f;
-        /* in the reference, thread 1's turns cost nothing but the handoff; thread 0
-         * makes two passes on its turn instead, so the passes are as many */
-        if (!j->handoff && a->me == 0 && !j->both_touch)
+        /* in the reference, thread 1's turns cost nothing but the handoff and thread 0
+         * makes two passes on its own, so the passes are as many */
+        const int passes = j->handoff ? 0 : j->both_touch ? 1 : a->me == 0 ? 2 : 0;
+        for (int pass = 0; pass < passes; pass++)
             for (int64_t i = 0; i < j->n; i++) j->rows[i] += 1.0f;
         atomic_store_explicit(&j->turn, t + 1, memory_order_release);
     }
@@ -76,17 +76,6 @@ static int cores_fail(const char *what)
     return 1;
 }
 
-static int cmp_ms(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_ms);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int sgb_cores(const sgb_cfg *cfg)
 {
     enum { MAX_REPS = 16 };
@@ -98,7 +87,7 @@ int sgb_cores(const sgb_cfg *cfg)
         cores_job j = {.turns = cfg->quick ? 2000 : 1000000, .handoff = 1};
         for (int r = 0; r < reps; r++)
             if ((t[r] = cores_run(&j)) < 0) return cores_fail("cannot start a thread");
-        const double ms = median(t, reps);
+        const double ms = sgb_median(t, reps);
         char extra[64], params[64];
         snprintf(extra, sizeof extra, "\"ns_per_handoff\":%.4g", ms * 1e6 / (double)j.turns);
         snprintf(params, sizeof params, "{\"handoffs\":%ld}", j.turns);
@@ -127,8 +116,8 @@ int sgb_cores(const sgb_cfg *cfg)
         char params[96];
         snprintf(params, sizeof params, "{\"rows\":%lld,\"dim\":%d,\"mb\":%.3g}", (long long)rows, CORES_DIM,
                  (double)rows * CORES_DIM * 4 / 1e6);
-        sgb_emit("cores", "rows_handover", params, median(t, reps) / (double)j.turns,
-                 median(u, reps) / (double)j.turns, 2, NULL);
+        sgb_emit("cores", "rows_handover", params, sgb_median(t, reps) / (double)j.turns,
+                 sgb_median(u, reps) / (double)j.turns, 2, NULL);
     }
     return 0;
 }

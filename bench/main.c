@@ -43,6 +43,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double sgb_median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps)
 {
     if (reps < 1) reps = 1;
@@ -54,8 +60,7 @@ double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps)
         fn(ud);
         t[i] = sgb_now_ms() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    return sgb_median(t, reps);
 }
 
 int sgb_reps(const sgb_cfg *cfg, int full)

@@ -248,10 +248,11 @@ static int w2v_main(int argc, char **argv)
         return 2;
     }
 #else
-    if (launched_processes() > 1) { /* P copies would train P models and write one file */
+    const long processes = launched_processes();
+    if (processes > 1) { /* P copies would train P models and write one file */
         fprintf(stderr, "sgrad-w2v: started as one of %ld processes (mpirun), but this build has no MPI: "
                         "rebuild after installing MPI (Debian: libopenmpi-dev openmpi-bin)\n",
-                launched_processes());
+                processes);
         return 2;
     }
 #endif
