@@ -44,6 +44,7 @@ static void make_corpus(void)
 }
 
 static w2v_result last_result; /* of the last train_and_score */
+static bool with_corpus_codes;  /* train_and_score: the counting pass records the corpus */
 
 /* Trains and counts the words whose PER_TOPIC - 1 nearest neighbours are exactly their
  * topic mates. The vectors are copied to `vec` when it is not NULL. */
@@ -51,8 +52,12 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
 {
     tc_vocab v;
     tc_vocab_init(&v);
-    CHECK(tc_vocab_count_file(&v, corpus_path) == 0);
-    CHECK(tc_vocab_finalize(&v, cfg->min_count) == 0);
+    tc_codes codes = {0};
+    if (with_corpus_codes) tc_codes_start(&codes, W2V_TOKEN_CACHE_MAX);
+    CHECK(tc_vocab_count_file_codes(&v, corpus_path, &codes) == 0);
+    CHECK(tc_vocab_finalize_codes(&v, cfg->min_count, &codes) == 0);
+    CHECK(!with_corpus_codes || codes.code);
+    cfg->corpus_codes = codes.code ? &codes : NULL;
     CHECK(v.size == TOPICS * PER_TOPIC);
     CHECK(v.total_tokens == SENTENCES * LEN);
     w2v_result res;
@@ -95,6 +100,8 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
         }
         w2v_model_free(&m);
     }
+    cfg->corpus_codes = NULL; /* this frame's */
+    tc_codes_free(&codes);
     tc_vocab_free(&v);
     return good;
 }
@@ -285,7 +292,8 @@ TEST(a_failing_replica_ends_the_run_without_a_hang)
 
 /* Epochs after the first replay its recorded tokens (token ids, not the corpus text):
  * the same vectors bit for bit as reading the corpus each epoch, and as a record too
- * small for the corpus, which is dropped; CBOW and skip-gram, 1 and 2 threads. */
+ * small for the corpus, which is dropped; and as every epoch replaying the counting
+ * pass's record (cfg.corpus_codes); CBOW and skip-gram, 1 and 2 threads. */
 TEST(replayed_epochs_train_as_read_ones)
 {
     static float read[TOPICS * PER_TOPIC * 16], replayed[TOPICS * PER_TOPIC * 16];
@@ -305,6 +313,12 @@ TEST(replayed_epochs_train_as_read_ones)
             c.token_cache = 1000; /* less than the corpus: dropped during the first epoch */
             train_and_score(&c, &l1, replayed);
             CHECK(last_result.epochs_replayed == 0);
+            CHECK(memcmp(read, replayed, sizeof read) == 0 && l0 == l1);
+            c.token_cache = W2V_TOKEN_CACHE_MAX;
+            with_corpus_codes = true;
+            train_and_score(&c, &l1, replayed);
+            with_corpus_codes = false;
+            CHECK(last_result.epochs_replayed == c.iter);
             CHECK(memcmp(read, replayed, sizeof read) == 0 && l0 == l1);
         }
 }

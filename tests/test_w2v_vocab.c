@@ -84,6 +84,62 @@ TEST(counts_min_count_and_order)
     remove(p);
 }
 
+/* The counting pass's record of the corpus against a second reading of it: every token
+ * (newlines too) looked up in the finished vocabulary, in order; over 2^16 tokens, so the
+ * record grows; dropped past its max, and kept at exactly its max. */
+TEST(counting_pass_records_the_corpus_as_final_ids)
+{
+    static char text[400000];
+    size_t at = 0;
+    tc_rng g = {7};
+    for (int i = 0; i < 70000; i++) { /* ~1500 words, skewed counts, many below 40 */
+        const uint32_t k = tc_rng_below(&g, 2000);
+        at += (size_t)snprintf(text + at, sizeof text - at, "w%u%c", k * k / 2000,
+                               i % 13 == 12 ? '\n' : ' ');
+    }
+    const char *p = write_tmp("codes", text);
+    CHECK(p != NULL);
+    int64_t tokens = 0, words = 0; /* read independently: words and newlines, words */
+    for (int pass = 0; pass < 2; pass++) { /* a roomy record, then one of exactly the corpus */
+        tc_vocab v;
+        tc_vocab_init(&v);
+        tc_codes codes;
+        tc_codes_start(&codes, pass == 0 ? (int64_t)1 << 20 : tokens);
+        CHECK(tc_vocab_count_file_codes(&v, p, &codes) == 0);
+        CHECK(tc_vocab_finalize_codes(&v, 40, &codes) == 0);
+        CHECK(v.size > 100 && v.train_words < v.total_tokens); /* some words dropped */
+        CHECK(codes.code != NULL);
+        tc_reader r;
+        CHECK(tc_reader_open(&r, p) == 0);
+        char w[TC_MAX_WORD];
+        tc_tok t;
+        int64_t n = 0, mismatches = 0;
+        words = 0;
+        while ((t = tc_reader_next(&r, w)) != TC_TOK_EOF) {
+            const int64_t want = t == TC_TOK_EOL ? TC_CODE_EOL : tc_vocab_find(&v, w);
+            if (n >= codes.n || codes.code[n] != want) mismatches++;
+            n++;
+            words += t == TC_TOK_WORD;
+        }
+        tc_reader_close(&r);
+        CHECK(n > ((int64_t)1 << 16) && codes.n == n && mismatches == 0);
+        tokens = n;
+        tc_codes_free(&codes);
+        tc_vocab_free(&v);
+    }
+    /* one code short of the corpus: dropped, and the counts are still right */
+    tc_vocab v;
+    tc_vocab_init(&v);
+    tc_codes codes;
+    tc_codes_start(&codes, tokens - 1);
+    CHECK(tc_vocab_count_file_codes(&v, p, &codes) == 0);
+    CHECK(codes.code == NULL && codes.n == 0);
+    CHECK(tc_vocab_finalize_codes(&v, 40, &codes) == 0);
+    CHECK(v.total_tokens == words);
+    tc_vocab_free(&v);
+    remove(p);
+}
+
 TEST(many_words_grow_the_hash)
 {
     /* 5000 distinct words, word i added i % 7 + 1 times, against a direct count */

@@ -189,6 +189,7 @@ int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
 typedef struct {
     char *word;
     int64_t count;
+    int64_t index; /* before the sort */
 } tc_entry;
 
 static int entry_cmp(const void *a, const void *b)
@@ -198,14 +199,24 @@ static int entry_cmp(const void *a, const void *b)
     return strcmp(x->word, y->word);
 }
 
-int tc_vocab_finalize(tc_vocab *v, int64_t min_count)
+int tc_vocab_finalize(tc_vocab *v, int64_t min_count) { return tc_vocab_finalize_codes(v, min_count, NULL); }
+
+int tc_vocab_finalize_codes(tc_vocab *v, int64_t min_count, tc_codes *codes)
 {
+    const bool remap = codes && codes->code;
     tc_entry *e = malloc((size_t)(v->size ? v->size : 1) * sizeof *e);
-    if (!e) return -1;
+    int32_t *id = remap ? malloc((size_t)(v->size ? v->size : 1) * sizeof *id) : NULL;
+    if (!e || (remap && !id)) {
+        free(e);
+        free(id);
+        return -1;
+    }
     int64_t n = 0;
     for (int64_t i = 0; i < v->size; i++) {
+        if (remap) id[i] = TC_CODE_OOV;
         if (v->counts[i] >= min_count) {
             e[n].word = v->words[i];
+            e[n].index = i;
             e[n++].count = v->counts[i];
         } else {
             free(v->words[i]);
@@ -217,7 +228,11 @@ int tc_vocab_finalize(tc_vocab *v, int64_t min_count)
         v->words[i] = e[i].word;
         v->counts[i] = e[i].count;
         v->train_words += e[i].count;
+        if (remap) id[e[i].index] = (int32_t)i; /* indices are below 2^31 (tc_vocab_add) */
     }
+    for (int64_t k = 0; remap && k < codes->n; k++)
+        if (codes->code[k] >= 0) codes->code[k] = id[codes->code[k]];
+    free(id);
     free(e);
     v->size = n;
     int64_t slots = 1024;
@@ -225,9 +240,43 @@ int tc_vocab_finalize(tc_vocab *v, int64_t min_count)
     return rehash(v, slots);
 }
 
-/* Reads every token of path, adding each word to v when add_words; the tokens, lines,
- * size and hash always. */
-static int scan_file(tc_vocab *v, const char *path, bool add_words)
+void tc_codes_free(tc_codes *codes)
+{
+    free(codes->code);
+    codes->code = NULL;
+    codes->n = codes->cap = 0;
+}
+
+void tc_codes_start(tc_codes *codes, int64_t max)
+{
+    const int64_t first = (int64_t)1 << 16; /* then doubling, up to max */
+    codes->n = 0;
+    codes->max = max;
+    codes->cap = max < first ? max : first;
+    codes->code = codes->cap > 0 ? malloc((size_t)codes->cap * sizeof *codes->code) : NULL;
+    if (!codes->code) codes->cap = 0;
+}
+
+void tc_codes_push(tc_codes *codes, int32_t c)
+{
+    if (!codes || !codes->code) return;
+    if (codes->n == codes->cap) {
+        int64_t cap = 2 * codes->cap;
+        if (cap > codes->max) cap = codes->max;
+        int32_t *g = codes->n < cap ? realloc(codes->code, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            tc_codes_free(codes);
+            return;
+        }
+        codes->code = g;
+        codes->cap = cap;
+    }
+    codes->code[codes->n++] = c;
+}
+
+/* Reads every token of path, adding each word to v when add_words (and recording its
+ * index into codes when not NULL); the tokens, lines, size and hash always. */
+static int scan_file(tc_vocab *v, const char *path, bool add_words, tc_codes *codes)
 {
     tc_reader r;
     if (tc_reader_open(&r, path)) return -1;
@@ -239,15 +288,18 @@ static int scan_file(tc_vocab *v, const char *path, bool add_words)
         if (t == TC_TOK_EOL) {
             v->lines++;
             line_open = false;
+            tc_codes_push(codes, TC_CODE_EOL);
             continue;
         }
         line_open = true;
         v->total_tokens++;
-        if (add_words && tc_vocab_add(v, word, 1) < 0) {
+        const int64_t i = add_words ? tc_vocab_add(v, word, 1) : 0;
+        if (i < 0) {
             tc_reader_close(&r);
             errno = ENOMEM;
             return -1;
         }
+        tc_codes_push(codes, (int32_t)i);
     }
     if (line_open) v->lines++;
     v->corpus_bytes = tc_reader_offset(&r);
@@ -261,9 +313,14 @@ static int scan_file(tc_vocab *v, const char *path, bool add_words)
     return 0;
 }
 
-int tc_vocab_count_file(tc_vocab *v, const char *path) { return scan_file(v, path, true); }
+int tc_vocab_count_file(tc_vocab *v, const char *path) { return scan_file(v, path, true, NULL); }
 
-int tc_vocab_scan_file(tc_vocab *v, const char *path) { return scan_file(v, path, false); }
+int tc_vocab_count_file_codes(tc_vocab *v, const char *path, tc_codes *codes)
+{
+    return scan_file(v, path, true, codes);
+}
+
+int tc_vocab_scan_file(tc_vocab *v, const char *path) { return scan_file(v, path, false, NULL); }
 
 #define TC_MAX_TOTAL_COUNT ((int64_t)1 << 62)
 

@@ -273,13 +273,25 @@ static int w2v_main(int argc, char **argv)
             return 2;
         }
     }
-    bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train) : tc_vocab_count_file(&v, cfg.train)) &&
-                   !tc_vocab_finalize(&v, cfg.min_count);
+    /* One model trained on the whole corpus without checkpoints replays the counting
+     * pass's record of it in every epoch, instead of reading and looking it up again
+     * (a checkpoint's position is the reader's byte offset; -replicas and ranks read
+     * shares of the corpus). */
+    tc_codes codes = {0};
+    if (!cfg.read_vocab && !cfg.par && cfg.replicas <= 1 && !cfg.checkpoint && !cfg.resume)
+        tc_codes_start(&codes, cfg.token_cache);
+    bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train)
+                                    : tc_vocab_count_file_codes(&v, cfg.train, &codes)) &&
+                   !tc_vocab_finalize_codes(&v, cfg.min_count, &codes);
+    if (codes.code) cfg.corpus_codes = &codes;
+    else if (codes.max > 0) cfg.token_cache = 0; /* dropped (the corpus outgrew it): the
+                                                    first epoch's own would be too */
     if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
     /* the corpus (its bytes' hash), then the vocabulary (which -read-vocab may change) */
     if (!ranks_agree(counted, v.corpus_hash, "the corpus's content") ||
         !ranks_agree(true, (uint64_t)v.size, "the vocabulary's size") ||
         !ranks_agree(true, (uint64_t)v.train_words, "the vocabulary's words kept")) {
+        tc_codes_free(&codes);
         tc_vocab_free(&v);
         return 1;
     }
@@ -291,11 +303,13 @@ static int w2v_main(int argc, char **argv)
     if (cfg.classes > v.size) {
         fprintf(stderr, "sgrad-w2v: -classes %d is more than the vocabulary's %lld words\n",
                 cfg.classes, (long long)v.size);
+        tc_codes_free(&codes);
         tc_vocab_free(&v);
         return 2;
     }
     /* a checkpoint from other flags or another corpus is refused before training */
     if (cfg.resume && w2v_checkpoint_check(cfg.resume, &cfg, &v, stderr)) {
+        tc_codes_free(&codes);
         tc_vocab_free(&v);
         return 2;
     }
@@ -303,6 +317,7 @@ static int w2v_main(int argc, char **argv)
         if (tc_vocab_save(&v, cfg.save_vocab)) {
             fprintf(stderr, "sgrad-w2v: cannot write -save-vocab %s: %s (any previous file is "
                             "unchanged)\n", cfg.save_vocab, strerror(errno));
+            tc_codes_free(&codes);
             tc_vocab_free(&v);
             return 1;
         }
@@ -317,7 +332,10 @@ static int w2v_main(int argc, char **argv)
         threads = c ? sg_ctx_threads(c) : 1;
         sg_ctx_free(c);
     }
-    if (cfg.replicas > 1 ? w2v_replicas_train(&cfg, &v, log, threads, &res, &m) : w2v_train(&cfg, &v, log, &res, &m)) {
+    const int trained = cfg.replicas > 1 ? w2v_replicas_train(&cfg, &v, log, threads, &res, &m)
+                                         : w2v_train(&cfg, &v, log, &res, &m);
+    tc_codes_free(&codes);
+    if (trained) {
         tc_vocab_free(&v);
         return 1;
     }

@@ -98,13 +98,15 @@ typedef struct {
     int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
-    /* The first epoch's share as token codes (a word's id, W2V_TOK_OOV or W2V_TOK_EOL),
-     * replayed by the later epochs: the same tokens in the same order, so the same draws.
-     * tok NULL: not kept (checkpoints need the reader's byte offsets, or the share had more
-     * than cfg->token_cache tokens). */
-    int32_t *tok;
-    int64_t n_tok, cap_tok, at_tok;
-    bool tok_ready; /* the share is recorded: next_sentence replays it */
+    /* The share as token codes (tc_codes: a word's id, TC_CODE_OOV or TC_CODE_EOL) that
+     * the epochs replay instead of reading the corpus: the same tokens in the same order,
+     * so the same draws. Either the vocabulary pass's record of the whole corpus
+     * (cfg->corpus_codes, every epoch), or `rec`, this trainer's record of its first
+     * epoch, for the later ones. rec.code NULL: not kept (checkpoints need the reader's
+     * byte offsets, or the share had more than cfg->token_cache tokens). */
+    tc_codes rec;
+    const tc_codes *replay; /* NULL: read the corpus */
+    int64_t at_tok;
     /* the current sentence (kept words only) */
     int32_t sen[W2V_MAX_SENTENCE];
     int len, pos;
@@ -156,46 +158,25 @@ static double w2v_lr_schedule(void *ud, int64_t step, double base_lr)
     return step == r->step ? w2v_lr_decay(base_lr, r->words, r->total) : NAN;
 }
 
-enum { W2V_TOK_OOV = -1, W2V_TOK_EOL = -2 };
-
-/* Appends code c to the first epoch's record; past cfg->token_cache codes, or without
- * memory, drops the record (the later epochs read the corpus as this one did). */
-static void record_token(w2v_trainer *t, int32_t c)
-{
-    if (t->n_tok == t->cap_tok) {
-        int64_t cap = 2 * t->cap_tok;
-        if (cap > t->cfg->token_cache) cap = t->cfg->token_cache;
-        int32_t *g = t->n_tok < cap ? realloc(t->tok, (size_t)cap * sizeof *g) : NULL;
-        if (!g) {
-            free(t->tok);
-            t->tok = NULL;
-            return;
-        }
-        t->tok = g;
-        t->cap_tok = cap;
-    }
-    t->tok[t->n_tok++] = c;
-}
-
-/* The next token of the share: its code (an id, W2V_TOK_OOV or W2V_TOK_EOL), or false at
- * the share's end. Replays the record once there is one; else reads and looks up the
+/* The next token of the share: its code (an id, TC_CODE_OOV or TC_CODE_EOL), or false at
+ * the share's end. Replays a record when there is one; else reads and looks up the
  * corpus, recording while a record is kept. */
 static bool next_token(w2v_trainer *t, int32_t *code)
 {
-    if (t->tok_ready) {
-        if (t->at_tok == t->n_tok) return false;
-        *code = t->tok[t->at_tok++];
+    if (t->replay) {
+        if (t->at_tok == t->replay->n) return false;
+        *code = t->replay->code[t->at_tok++];
         return true;
     }
     char word[TC_MAX_WORD];
     tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end ? TC_TOK_EOF
                                                                              : tc_reader_next(&t->rd, word);
     if (k == TC_TOK_EOF) {
-        t->tok_ready = t->tok != NULL;
+        if (t->rec.code) t->replay = &t->rec;
         return false;
     }
-    *code = k == TC_TOK_EOL ? W2V_TOK_EOL : (int32_t)tc_vocab_find(t->v, word); /* -1: OOV */
-    if (t->tok) record_token(t, *code);
+    *code = k == TC_TOK_EOL ? TC_CODE_EOL : (int32_t)tc_vocab_find(t->v, word); /* -1: OOV */
+    tc_codes_push(&t->rec, *code);
     return true;
 }
 
@@ -209,7 +190,7 @@ static void next_sentence(w2v_trainer *t)
             t->epoch_done = true;
             break;
         }
-        if (id == W2V_TOK_EOL) {
+        if (id == TC_CODE_EOL) {
             if (t->len > 0) break;
             continue;
         }
@@ -844,12 +825,14 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     at.rng = cfg->seed;
     if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) goto done;
     const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
-    /* the first epoch's tokens, for the later ones (checkpoints record the reader's byte
-     * offset, which a replay has not got) */
-    if (cfg->token_cache > 0 && !cfg->checkpoint && !cfg->resume && cfg->iter - at.epoch > 1) {
-        const int64_t first = (int64_t)1 << 16; /* then doubling, up to cfg->token_cache */
-        t.cap_tok = cfg->token_cache < first ? cfg->token_cache : first;
-        if (!(t.tok = malloc((size_t)t.cap_tok * sizeof *t.tok))) t.cap_tok = 0; /* none: read */
+    /* records to replay (checkpoints record the reader's byte offset, which a replay has
+     * not got): the vocabulary pass's, of the whole corpus, for a trainer of the whole
+     * corpus; else the first epoch's tokens, for the later ones */
+    if (!cfg->checkpoint && !cfg->resume) {
+        if (cfg->corpus_codes && cfg->corpus_codes->code && !par)
+            t.replay = cfg->corpus_codes;
+        else if (cfg->token_cache > 0 && cfg->iter > 1)
+            tc_codes_start(&t.rec, cfg->token_cache); /* without memory, none: read */
     }
     if (cfg->debug > 1 && log) {
         fprintf(log, "sgrad-w2v: %s, %s%s%s, alpha %g, batch %lld examples, row hit caps: input %d, "
@@ -922,7 +905,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             t.epoch_done = false;
             t.len = t.pos = 0;
             t.at_tok = 0;
-            res->epochs_replayed += t.tok_ready;
+            res->epochs_replayed += t.replay != NULL;
             epoch_loss = 0;
             epoch_n = 0;
         }
@@ -1101,7 +1084,7 @@ done:
     sg_optim_free(opt);
     tc_noise_free(&t.noise);
     free(t.keep);
-    free(t.tok);
+    tc_codes_free(&t.rec);
     free(t.hits_in);
     free(t.hits_out);
     free(t.hits_node);

@@ -116,6 +116,9 @@ typedef struct {
     int64_t token_cache;      /* the most token ids of the first epoch kept to replay in the
                                  later ones (train.c; W2V_TOKEN_CACHE_MAX by default, 0 none;
                                  none with checkpoints) */
+    const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (main.c),
+                                 which every epoch replays (not under mpirun or -replicas,
+                                 nor with checkpoints); NULL: read the corpus */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
