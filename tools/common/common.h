@@ -132,12 +132,32 @@ typedef struct {
 } tc_noise;
 int tc_noise_init(tc_noise *t, const int64_t *counts, int64_t n, double power);
 void tc_noise_free(tc_noise *t);
+static inline uint32_t tc_noise_column(const tc_noise *t, uint64_t x)
+{
+    return (uint32_t)(((x >> 32) * (uint64_t)t->n) >> 32);
+}
 static inline int32_t tc_noise_draw(const tc_noise *t, tc_rng *r)
 {
     uint64_t x = tc_rng_next(r);
-    uint32_t i = (uint32_t)(((x >> 32) * (uint64_t)t->n) >> 32);
+    uint32_t i = tc_noise_column(t, x);
     const tc_noise_col c = t->col[i];
     return (uint32_t)x < c.threshold ? (int32_t)i : c.alias;
+}
+/* A table past this many bytes is left by the caches between draws (a 1M-word
+ * vocabulary's is 8 MB), so its columns are worth prefetching. */
+#define TC_NOISE_PREFETCH_MIN ((int64_t)1 << 21)
+/* Prefetches the columns that the next `count` draws from r would read (r is not
+ * advanced), so that those loads overlap instead of each draw waiting on its own: the
+ * draws of one centre word's windows come one after another. A draw that comes later than
+ * counted (after another use of r) only finds its column uncached. */
+static inline void tc_noise_prefetch(const tc_noise *t, const tc_rng *r, int count)
+{
+#if defined(__GNUC__)
+    tc_rng peek = *r;
+    for (int k = 0; k < count; k++) __builtin_prefetch(&t->col[tc_noise_column(t, tc_rng_next(&peek))]);
+#else
+    (void)t, (void)r, (void)count;
+#endif
 }
 /* Probability of drawing i, recomputed from the table (for tests). */
 double tc_noise_prob(const tc_noise *t, int64_t i);

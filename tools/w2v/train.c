@@ -337,6 +337,10 @@ static void fill_batch(w2v_trainer *t)
             full |= add_example(t, t->input + start, t->n_input - start);
             t->n++;
         } else {
+            /* this centre's draws: its hi - lo contexts' negatives (one more, in case a
+             * draw of the centre itself is drawn again) */
+            if (T > 1 && t->noise.n * (int64_t)sizeof *t->noise.col > TC_NOISE_PREFETCH_MIN)
+                tc_noise_prefetch(&t->noise, &t->rng, (hi - lo) * (T - 1) + 1);
             for (int c = lo; c <= hi; c++) {
                 if (c == p) continue;
                 t->input[t->n] = t->sen[c];
