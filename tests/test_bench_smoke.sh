@@ -8,12 +8,16 @@ if [ ! -x "$build/sgrad-bench" ]; then
     exit 77
 fi
 out=$(mktemp)
-trap 'rm -f "$out" "$out.pystep" "$out.cores"' EXIT
+trap 'rm -f "$out" "$out.pystep" "$out.cores" "$out.rowmem"' EXIT
 "$build/sgrad-bench" --quick all >"$out"
 "$build/sgrad-bench" --quick pystep >"$out.pystep" # named families, not in all
 "$build/sgrad-bench" --quick cores >"$out.cores"
-python3 - "$out" "$out.pystep" "$out.cores" <<'PY'
+"$build/sgrad-bench" --quick rowmem >"$out.rowmem"
+python3 - "$out" "$out.pystep" "$out.cores" "$out.rowmem" <<'PY'
 import json, sys
+rm = [json.loads(l) for l in open(sys.argv[4]).read().splitlines()]
+assert [o["params"]["rows"] for o in rm] == [1500, 15000, 100000], rm
+assert all(o["case"] == "two_pass" and o["ns_per_row"] > 0 and o["ref_ns_per_row"] > 0 for o in rm), rm
 co = [json.loads(l) for l in open(sys.argv[3]).read().splitlines()]
 assert [o["case"] for o in co] == ["handoff"] + ["rows_handover"] * 3, co
 assert co[0]["ns_per_handoff"] > 0 and all(o["ms"] > 0 and o["ref_ms"] > 0 for o in co[1:]), co
