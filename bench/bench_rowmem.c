@@ -58,10 +58,11 @@ static void rowmem_run(void *ud)
             for (int e = 0; e < ROWMEM_BATCH; e++) {
                 if (e + ROWMEM_AHEAD < ROWMEM_BATCH) rowmem_prefetch(j->w, idx[e + ROWMEM_AHEAD]);
                 float *r = j->w + (int64_t)idx[e] * ROWMEM_DIM;
-                if (pass == 0) {
-                    float s = 0;
-                    for (int d = 0; d < ROWMEM_DIM; d++) s += r[d] * x[d];
-                    acc += s;
+                if (pass == 0) { /* 4 sums, so the arithmetic does not hide the loads */
+                    float s[4] = {0};
+                    for (int d = 0; d < ROWMEM_DIM; d += 4)
+                        for (int k = 0; k < 4; k++) s[k] += r[d + k] * x[d + k];
+                    acc += (double)(s[0] + s[1] + s[2] + s[3]);
                 }
                 if (j->one_pass || pass == 1)
                     for (int d = 0; d < ROWMEM_DIM; d++) r[d] += 1e-6f * x[d];

@@ -98,9 +98,16 @@ expect2 "-debug 3" -debug 3
 "$w2v" "${flags[@]}" -output "$tmp/d.vec" -debug 0 2>"$tmp/err" || bad "-debug 0 run"
 [ ! -s "$tmp/err" ] || { bad "-debug 0 printed"; cat "$tmp/err"; }
 "$w2v" "${flags[@]}" -hs 1 -classes 3 -output "$tmp/d.txt" -debug 2 2>"$tmp/err" || bad "-debug 2 run"
-for want in "row hit caps" "Huffman tree" "epoch 1 of 1" "k-means iteration 10 of 10"; do
+for want in "row hit caps" "Huffman tree" "epoch 1 of 1" "k-means iteration 10 of 10" \
+            "1 of 1 epochs replayed the corpus as token ids"; do
     grep -q "$want" "$tmp/err" || bad "-debug 2 lacks '$want'"
 done
+# which runs replay the vocabulary pass's token ids: not with -checkpoint (a position is a
+# byte offset); with -read-vocab (no word counting pass) only the epochs after the first
+"$w2v" "${flags[@]}" -output "$tmp/k.vec" -checkpoint "$tmp/k.ckpt" -debug 2 2>"$tmp/err" || bad "-checkpoint run"
+grep -q "0 of 1 epochs replayed" "$tmp/err" || bad "a -checkpoint run replayed the corpus"
+"$w2v" "${flags[@]}" -iter 2 -read-vocab "$tmp/v.txt" -output "$tmp/r.vec" -debug 2 2>"$tmp/err" || bad "-read-vocab run"
+grep -q "1 of 2 epochs replayed" "$tmp/err" || bad "a -read-vocab run did not replay exactly its second epoch"
 
 # every new flag is documented
 "$w2v" -help >"$tmp/help.txt"

@@ -82,12 +82,14 @@ int tc_vocab_finalize(tc_vocab *v, int64_t min_count);
 int tc_vocab_count_file(tc_vocab *v, const char *path);
 /* The counted file as token codes, in its order: a word's index (after
  * tc_vocab_finalize_codes, its final id or TC_CODE_OOV), or TC_CODE_EOL for a newline.
- * Kept while it has at most `max` codes; past that `code` is freed and NULL. A trainer
- * replays it instead of reading and looking up the file again. */
+ * Kept while it has at most `max` codes (newline marks included); past that, or when it
+ * cannot grow, `code` is freed and NULL and `dropped` set. A trainer replays it instead
+ * of reading and looking up the file again. */
 enum { TC_CODE_OOV = -1, TC_CODE_EOL = -2 };
 typedef struct {
     int32_t *code;
     int64_t n, cap, max;
+    bool dropped;
 } tc_codes;
 /* Starts an empty record of at most max codes (none when max <= 0 or without memory). */
 void tc_codes_start(tc_codes *codes, int64_t max);
@@ -96,8 +98,9 @@ void tc_codes_push(tc_codes *codes, int32_t c);
 /* tc_vocab_count_file that also records the file into codes (tc_codes_start first). */
 int tc_vocab_count_file_codes(tc_vocab *v, const char *path, tc_codes *codes);
 /* tc_vocab_finalize that also turns codes' word indices into the final ids (TC_CODE_OOV
- * for a dropped word). */
+ * for a dropped word); without memory for that, the record is dropped, not the vocabulary. */
 int tc_vocab_finalize_codes(tc_vocab *v, int64_t min_count, tc_codes *codes);
+/* Frees the record's codes (n and cap back to 0; max and dropped stay). */
 void tc_codes_free(tc_codes *codes);
 /* Reads a file as tc_vocab_count_file does but leaves the words alone: only the tokens,
  * lines, size and hash are set (for a vocabulary read from elsewhere). 0 or -1 (errno). */

@@ -203,14 +203,14 @@ int tc_vocab_finalize(tc_vocab *v, int64_t min_count) { return tc_vocab_finalize
 
 int tc_vocab_finalize_codes(tc_vocab *v, int64_t min_count, tc_codes *codes)
 {
-    const bool remap = codes && codes->code;
     tc_entry *e = malloc((size_t)(v->size ? v->size : 1) * sizeof *e);
-    int32_t *id = remap ? malloc((size_t)(v->size ? v->size : 1) * sizeof *id) : NULL;
-    if (!e || (remap && !id)) {
-        free(e);
-        free(id);
-        return -1;
+    if (!e) return -1;
+    int32_t *id = codes && codes->code ? malloc((size_t)(v->size ? v->size : 1) * sizeof *id) : NULL;
+    if (codes && codes->code && !id) { /* the record is only a shortcut */
+        tc_codes_free(codes);
+        codes->dropped = true;
     }
+    const bool remap = id != NULL;
     int64_t n = 0;
     for (int64_t i = 0; i < v->size; i++) {
         if (remap) id[i] = TC_CODE_OOV;
@@ -252,6 +252,7 @@ void tc_codes_start(tc_codes *codes, int64_t max)
     const int64_t first = (int64_t)1 << 16; /* then doubling, up to max */
     codes->n = 0;
     codes->max = max;
+    codes->dropped = false;
     codes->cap = max < first ? max : first;
     codes->code = codes->cap > 0 ? malloc((size_t)codes->cap * sizeof *codes->code) : NULL;
     if (!codes->code) codes->cap = 0;
@@ -266,6 +267,7 @@ void tc_codes_push(tc_codes *codes, int32_t c)
         int32_t *g = codes->n < cap ? realloc(codes->code, (size_t)cap * sizeof *g) : NULL;
         if (!g) {
             tc_codes_free(codes);
+            codes->dropped = true;
             return;
         }
         codes->code = g;
@@ -274,10 +276,11 @@ void tc_codes_push(tc_codes *codes, int32_t c)
     codes->code[codes->n++] = c;
 }
 
-/* Reads every token of path, adding each word to v when add_words (and recording its
- * index into codes when not NULL); the tokens, lines, size and hash always. */
+/* Reads every token of path, adding each word to v when add_words (and then recording
+ * its index into codes when not NULL); the tokens, lines, size and hash always. */
 static int scan_file(tc_vocab *v, const char *path, bool add_words, tc_codes *codes)
 {
+    if (!add_words) codes = NULL; /* no indices to record */
     tc_reader r;
     if (tc_reader_open(&r, path)) return -1;
     r.hashing = true;

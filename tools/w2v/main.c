@@ -273,19 +273,16 @@ static int w2v_main(int argc, char **argv)
             return 2;
         }
     }
-    /* One model trained on the whole corpus without checkpoints replays the counting
-     * pass's record of it in every epoch, instead of reading and looking it up again
-     * (a checkpoint's position is the reader's byte offset; -replicas and ranks read
-     * shares of the corpus). */
+    /* the counting pass's record of the corpus, which the epochs replay instead of
+     * reading and looking it up again */
     tc_codes codes = {0};
-    if (!cfg.read_vocab && !cfg.par && cfg.replicas <= 1 && !cfg.checkpoint && !cfg.resume)
-        tc_codes_start(&codes, cfg.token_cache);
+    if (w2v_replays_corpus(&cfg)) tc_codes_start(&codes, cfg.token_cache);
     bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train)
                                     : tc_vocab_count_file_codes(&v, cfg.train, &codes)) &&
                    !tc_vocab_finalize_codes(&v, cfg.min_count, &codes);
     if (codes.code) cfg.corpus_codes = &codes;
-    else if (codes.max > 0) cfg.token_cache = 0; /* dropped (the corpus outgrew it): the
-                                                    first epoch's own would be too */
+    else if (codes.dropped) cfg.token_cache = 0; /* the corpus outgrew it (or no memory): the
+                                                    first epoch's own record would too */
     if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
     /* the corpus (its bytes' hash), then the vocabulary (which -read-vocab may change) */
     if (!ranks_agree(counted, v.corpus_hash, "the corpus's content") ||
@@ -368,7 +365,8 @@ static int w2v_main(int argc, char **argv)
             fprintf(log, " (beside the backward: the two together took %.2f s; %lld steps of %lld on one "
                          "thread, timed as faster)", res.t_overlapped, (long long)res.steps_one_thread,
                     (long long)res.steps);
-        fprintf(log, ", merges %.2f s, the rest %.2f s\n", res.t_sync, res.seconds - steps);
+        fprintf(log, ", merges %.2f s, the rest %.2f s; %d of %d epochs replayed the corpus as "
+                     "token ids\n", res.t_sync, res.seconds - steps, res.epochs_replayed, cfg.iter);
     }
     int rc = 0;
     sg_tensor *tables[2] = {m.in, m.out};

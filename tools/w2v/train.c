@@ -81,6 +81,11 @@ void w2v_config_default(w2v_config *c)
     c->replicas = 1;
 }
 
+bool w2v_replays_corpus(const w2v_config *cfg)
+{
+    return !cfg->par && cfg->replicas <= 1 && !cfg->checkpoint && !cfg->resume && !cfg->read_vocab;
+}
+
 void w2v_model_free(w2v_model *m)
 {
     if (!m) return;
@@ -93,6 +98,7 @@ typedef struct {
     const tc_vocab *v;
     uint64_t *keep;
     tc_noise noise;
+    bool prefetch_noise; /* the table is past TC_NOISE_PREFETCH_MIN bytes */
     tc_rng rng;
     tc_reader rd;
     int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
@@ -339,8 +345,7 @@ static void fill_batch(w2v_trainer *t)
         } else {
             /* this centre's draws: its hi - lo contexts' negatives (one more, in case a
              * draw of the centre itself is drawn again) */
-            if (T > 1 && t->noise.n * (int64_t)sizeof *t->noise.col > TC_NOISE_PREFETCH_MIN)
-                tc_noise_prefetch(&t->noise, &t->rng, (hi - lo) * (T - 1) + 1);
+            if (t->prefetch_noise) tc_noise_prefetch(&t->noise, &t->rng, (hi - lo) * (T - 1) + 1);
             for (int c = lo; c <= hi; c++) {
                 if (c == p) continue;
                 t->input[t->n] = t->sen[c];
@@ -766,6 +771,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
     }
+    t.prefetch_noise = cfg->negative > 0 && V * (int64_t)sizeof *t.noise.col > TC_NOISE_PREFETCH_MIN;
     int64_t longest_path = 0; /* path entries per example, at most */
     for (int64_t w = 0; cfg->hs && w < V; w++)
         if (t.tree.offsets[w + 1] - t.tree.offsets[w] > longest_path)
@@ -832,12 +838,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     /* records to replay (checkpoints record the reader's byte offset, which a replay has
      * not got): the vocabulary pass's, of the whole corpus, for a trainer of the whole
      * corpus; else the first epoch's tokens, for the later ones */
-    if (!cfg->checkpoint && !cfg->resume) {
-        if (cfg->corpus_codes && cfg->corpus_codes->code && !par)
-            t.replay = cfg->corpus_codes;
-        else if (cfg->token_cache > 0 && cfg->iter > 1)
-            tc_codes_start(&t.rec, cfg->token_cache); /* without memory, none: read */
-    }
+    if (cfg->corpus_codes && cfg->corpus_codes->code && w2v_replays_corpus(cfg))
+        t.replay = cfg->corpus_codes;
+    else if (!cfg->checkpoint && !cfg->resume && cfg->token_cache > 0 && cfg->iter > 1)
+        tc_codes_start(&t.rec, cfg->token_cache); /* without memory, none: read */
     if (cfg->debug > 1 && log) {
         fprintf(log, "sgrad-w2v: %s, %s%s%s, alpha %g, batch %lld examples, row hit caps: input %d, "
                      "output %d, inner nodes %d\n", cfg->cbow ? "cbow" : "skip-gram",

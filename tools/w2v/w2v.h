@@ -113,16 +113,23 @@ typedef struct {
                                  -replicas (replicas.c), else NULL */
     int replicas;             /* -replicas R: R copies of the model merged as ranks are
                                  (replicas.c); 1: one model */
-    int64_t token_cache;      /* the most token ids of the first epoch kept to replay in the
-                                 later ones (train.c; W2V_TOKEN_CACHE_MAX by default, 0 none;
-                                 none with checkpoints) */
+    int64_t token_cache;      /* the most token codes (newline marks included) of a record
+                                 of the corpus: the vocabulary pass's (corpus_codes) or the
+                                 first epoch's, replayed instead of reading the file (train.c;
+                                 W2V_TOKEN_CACHE_MAX by default, 0 none; none with
+                                 checkpoints) */
     const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (main.c),
-                                 which every epoch replays (not under mpirun or -replicas,
-                                 nor with checkpoints); NULL: read the corpus */
+                                 which every epoch replays when w2v_replays_corpus; NULL:
+                                 read the corpus */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
 void w2v_config_default(w2v_config *c);
+/* Whether a run of cfg replays the vocabulary pass's record of the corpus (corpus_codes)
+ * in every epoch: one model on the whole corpus (no -replicas, not under mpirun), no
+ * -checkpoint/-resume (a position is the reader's byte offset), no -read-vocab (that pass
+ * counts no words). */
+bool w2v_replays_corpus(const w2v_config *cfg);
 
 typedef struct {
     double seconds;        /* training wall time (after the vocabulary is built) */
