@@ -890,7 +890,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     }
     if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
-        if (tc_reader_open(&t.rd, cfg->train)) {
+        /* an epoch that replays a record does not read the file (a closed reader) */
+        if (!t.replay && tc_reader_open(&t.rd, cfg->train)) {
             fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
             goto done;
         }
@@ -905,7 +906,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             t.pos = at.pos;
             memcpy(t.sen, at.sentence, (size_t)at.len * sizeof *t.sen);
         } else {
-            if (share_begin > 0 && tc_reader_seek(&t.rd, share_begin)) {
+            if (!t.replay && share_begin > 0 && tc_reader_seek(&t.rd, share_begin)) {
                 fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg->train, strerror(errno));
                 tc_reader_close(&t.rd);
                 goto done;
