@@ -118,6 +118,44 @@ TEST(sgd_plain_sparse_applies_duplicates_and_leaves_other_rows)
     sg_ctx_free(ctx);
 }
 
+/* Plain SGD on a sparse gradient whose rows repeat, as word2vec's are (low rows most
+ * often), large enough to run one part per thread: every row gets its entries in order,
+ * the same bits on 1, 2 and 3 threads, and the loop below's values. */
+TEST(sgd_plain_sparse_on_threads_matches_the_loop)
+{
+    enum { V = 500, D = 40, N = 4000 };
+    static double init[V * D], g[N * D], want[V * D], got[3][V * D];
+    static int64_t idx[N];
+    for (int64_t i = 0; i < V * D; i++) init[i] = want[i] = tu_rand_unit();
+    for (int64_t e = 0; e < N; e++) {
+        const double u = (tu_rand_unit() + 1) / 2;
+        idx[e] = (int64_t)(u * u * u * V); /* skewed towards row 0 */
+        for (int64_t j = 0; j < D; j++) g[e * D + j] = tu_rand_unit();
+    }
+    const double lr = 0.25;
+    for (int64_t e = 0; e < N; e++)
+        for (int64_t j = 0; j < D; j++) want[idx[e] * D + j] -= lr * g[e * D + j];
+    for (int threads = 1; threads <= 3; threads++) {
+        sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = threads});
+        sg_tensor *W = param2(ctx, V, D, init);
+        sg_optim *opt = sg_optim_sgd(ctx, &(sg_sgd_opts){lr, 0, 0, 0, 0});
+        CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+        CHECK_STATUS(ctx, give_rows(W, N, idx, g), SG_OK);
+        CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+        memcpy(got[threads - 1], sg_tensor_f64(W), sizeof got[0]);
+        sg_optim_free(opt);
+        sg_ctx_free(ctx);
+    }
+    double worst = 0;
+    for (int64_t i = 0; i < V * D; i++) {
+        const double d = fabs(got[0][i] - want[i]);
+        if (d > worst) worst = d;
+    }
+    CHECK(worst < 1e-12);
+    CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0);
+    CHECK(memcmp(got[0], got[2], sizeof got[0]) == 0);
+}
+
 TEST(sgd_dense_variants_match_reference)
 {
     const double cfg[5][4] = {/* momentum, dampening, weight_decay, nesterov */

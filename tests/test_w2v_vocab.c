@@ -206,6 +206,19 @@ TEST(subsampling_probability)
     tc_vocab_free(&v);
 }
 
+/* Skipping k outputs leaves the generator where k draws would (the drawing's prefetch
+ * of the next centre word's noise columns relies on it). */
+TEST(skipping_the_generator_equals_drawing)
+{
+    const uint64_t ks[] = {0, 1, 2, 5, 49, 1000};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+        tc_rng drawn = {0xfeedull + i}, skipped = drawn;
+        for (uint64_t d = 0; d < ks[i]; d++) (void)tc_rng_next(&drawn);
+        tc_rng_skip(&skipped, ks[i]);
+        CHECK(tc_rng_next(&drawn) == tc_rng_next(&skipped));
+    }
+}
+
 TEST(noise_distribution_exact)
 {
     /* counts with a heavy head and a long tail, as in text */

@@ -175,7 +175,8 @@ void sg__sgd_row_current(const sg_optim *opt, const sg__pstate *ps, int64_t r, v
  * rows for a row kernel, NULL for a dense one. Chunks are elements (dense kernels, grain
  * SG__GRAIN) or groups (row kernels, grain sg__row_grain(width)); distinct groups name
  * distinct rows, so chunks write disjoint rows. Linear SGD's groups may repeat a row: it
- * cuts the rows instead (sg__parallel_ranges), each range scanning every group. */
+ * runs one part per thread instead, each owning the rows a hash gives it and scanning
+ * every group. */
 typedef struct {
     sg_optim *opt;
     sg__pstate *ps;

@@ -175,31 +175,45 @@ static void catchup_matrix(const sg_optim *opt, const sg__pstate *ps, int64_t a,
         }                                                                                  \
     } while (0)
 
-/* Linear update with an uncoalesced gradient: rows[i] -= lr * g[i] in index order, for
- * the destination rows [lo, hi) (every index is scanned; all rows: a straight pass). */
-static void sgd_linear_range(void *vj, int64_t lo, int64_t hi)
+/* The part (of `parts`) that owns row r in a deterministic row update: a multiplicative
+ * hash, so that the frequent rows (low numbers in word2vec's tables) are spread over the
+ * parts, with no division. */
+static inline uint32_t row_part(int64_t r, uint32_t parts)
 {
-    const sg__optim_job *job = vj;
+    return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
+}
+
+/* Linear SGD: w[row of group i] -= lr * g[i] for the groups in order, by `parts` parts;
+ * groups may repeat a row, so part p walks every group and updates the rows it owns
+ * (row_part), each in group order: the same bits for any number of parts. Contiguous
+ * ranges of rows gave the first part nearly all of a word2vec table's updates. */
+typedef struct {
+    const sg__optim_job *job;
+    uint32_t parts;
+} sgd_linear_job;
+
+static void sgd_linear_parts(void *vj, int64_t lo, int64_t hi)
+{
+    const sgd_linear_job *lj = vj;
+    const sg__optim_job *job = lj->job;
     const sg__rowgroups *rg = job->rg;
     const sg__pstate *ps = job->ps;
-    int64_t n = rg->n, width = ps->width;
-    size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
+    const uint32_t parts = lj->parts;
+    const int64_t n = rg->n, width = ps->width;
+    const size_t rowbytes = (size_t)width * sg_dtype_size(ps->param->dtype);
     SG__DISPATCH_FLOAT(ps->param->dtype, T, {
         T *w = ps->param->data;
         const T *gg = job->g;
-        T a = (T)-job->lr;
-        if (lo == 0 && hi == ps->rows) {
+        const T a = (T)-job->lr;
+        for (int64_t p = lo; p < hi; p++) {
             for (int64_t i = 0; i < n; i++) {
-                if (i + SG__OPTIM_AHEAD < n)
-                    sg__optim_prefetch(w, sg__group_row(rg, i + SG__OPTIM_AHEAD), rowbytes);
-                T *wr = w + sg__group_row(rg, i) * width;
-                const T *gr = gg + i * width;
-                for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
-            }
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                int64_t r = sg__group_row(rg, i);
-                if (r < lo || r >= hi) continue;
+                if (i + SG__OPTIM_AHEAD < n) {
+                    const int64_t ra = sg__group_row(rg, i + SG__OPTIM_AHEAD);
+                    if (parts == 1 || row_part(ra, parts) == (uint32_t)p)
+                        sg__optim_prefetch(w, ra, rowbytes);
+                }
+                const int64_t r = sg__group_row(rg, i);
+                if (parts > 1 && row_part(r, parts) != (uint32_t)p) continue;
                 T *wr = w + r * width;
                 const T *gr = gg + i * width;
                 for (int64_t j = 0; j < width; j++) wr[j] += a * gr[j];
@@ -221,13 +235,6 @@ typedef struct {
     int64_t width;
     double a;
 } factored_job;
-
-/* The part (of `parts`) that owns row r: a multiplicative hash, so that the frequent rows
- * (low numbers in word2vec's tables) are spread over the parts, with no division. */
-static inline uint32_t factored_part(int64_t r, uint32_t parts)
-{
-    return (uint32_t)(((uint64_t)((uint32_t)r * 2654435761u) * parts) >> 32);
-}
 
 /* Parts: one per thread, each with at least a grain of the work; 1 in Hogwild mode. As
  * tasks of the caller's region, SG__TASK_PARTS per thread, so that a thread that joins
@@ -254,13 +261,13 @@ int sg__sgd_factored_buckets(sg_optim *opt, const sg__fused_rows *r, int64_t wid
     int64_t *cursor = sg__arena_alloc(ctx, (size_t)parts * sizeof *cursor);
     if (!start || !order || !cursor) return ctx->status ? ctx->status : SG_ERR_NOMEM;
     for (int64_t p = 0; p < parts; p++) cursor[p] = 0;
-    for (int64_t e = 0; e < n; e++) cursor[factored_part(idx[e], (uint32_t)parts)]++;
+    for (int64_t e = 0; e < n; e++) cursor[row_part(idx[e], (uint32_t)parts)]++;
     start[0] = 0;
     for (int64_t p = 0; p < parts; p++) {
         start[p + 1] = start[p] + cursor[p];
         cursor[p] = start[p];
     }
-    for (int64_t e = 0; e < n; e++) order[cursor[factored_part(idx[e], (uint32_t)parts)]++] = e;
+    for (int64_t e = 0; e < n; e++) order[cursor[row_part(idx[e], (uint32_t)parts)]++] = e;
     *b = (sg__factored_buckets){parts, order, start};
     return SG_OK;
 }
@@ -380,8 +387,13 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
                      int64_t s, double lr)
 {
     sg__optim_job job = {opt, ps, rg, g, s, lr};
-    if (!ps->last) { /* linear: groups may repeat a row, so each range owns its rows */
-        sg__parallel_ranges(opt->ctx, ps->rows, rg->n * ps->width, sgd_linear_range, &job);
+    if (!ps->last) { /* linear: groups may repeat a row, so each part owns its rows */
+        const int parts = sg__parallel_threads(opt->ctx, rg->n * ps->width, SG__GRAIN);
+        sgd_linear_job lj = {&job, (uint32_t)parts};
+        if (parts <= 1)
+            sgd_linear_parts(&lj, 0, 1);
+        else
+            sg__parallel_for(opt->ctx, parts, 1, sgd_linear_parts, &lj);
         return;
     }
     sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), sgd_lazy_range, &job);

@@ -25,6 +25,11 @@ static inline uint64_t tc_rng_next(tc_rng *r)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
+/* Moves r past its next k outputs without computing them (its state is a counter). */
+static inline void tc_rng_skip(tc_rng *r, uint64_t k)
+{
+    r->s += k * 0x9e3779b97f4a7c15ull;
+}
 /* Uniform in [0, n) for n < 2^32 (multiply-shift, no modulo bias worth mentioning). */
 static inline uint32_t tc_rng_below(tc_rng *r, uint32_t n)
 {
@@ -149,18 +154,32 @@ static inline int32_t tc_noise_draw(const tc_noise *t, tc_rng *r)
 /* A table past this many bytes is left by the caches between draws (a 1M-word
  * vocabulary's is 8 MB), so its columns are worth prefetching. */
 #define TC_NOISE_PREFETCH_MIN ((int64_t)1 << 21)
+/* Hints that *p will soon be read (tc_prefetch) or written (tc_prefetch_w); nothing
+ * where the compiler has no prefetch. */
+static inline void tc_prefetch(const void *p)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
+}
+static inline void tc_prefetch_w(const void *p)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(p, 1);
+#else
+    (void)p;
+#endif
+}
 /* Prefetches the columns that the next `count` draws from r would read (r is not
  * advanced), so that those loads overlap instead of each draw waiting on its own: the
  * draws of one centre word's windows come one after another. A draw that comes later than
  * counted (after another use of r) only finds its column uncached. */
 static inline void tc_noise_prefetch(const tc_noise *t, const tc_rng *r, int count)
 {
-#if defined(__GNUC__)
     tc_rng peek = *r;
-    for (int k = 0; k < count; k++) __builtin_prefetch(&t->col[tc_noise_column(t, tc_rng_next(&peek))]);
-#else
-    (void)t, (void)r, (void)count;
-#endif
+    for (int k = 0; k < count; k++) tc_prefetch(&t->col[tc_noise_column(t, tc_rng_next(&peek))]);
 }
 /* Probability of drawing i, recomputed from the table (for tests). */
 double tc_noise_prob(const tc_noise *t, int64_t i);

@@ -79,6 +79,7 @@ void w2v_config_default(w2v_config *c)
     c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
     c->token_cache = W2V_TOKEN_CACHE_MAX;
     c->replicas = 1;
+    c->prefetch_min = TC_NOISE_PREFETCH_MIN;
 }
 
 bool w2v_replays_corpus(const w2v_config *cfg)
@@ -98,7 +99,11 @@ typedef struct {
     const tc_vocab *v;
     uint64_t *keep;
     tc_noise noise;
-    bool prefetch_noise; /* the table is past TC_NOISE_PREFETCH_MIN bytes */
+    /* The noise table is past cfg->prefetch_min bytes: the drawing's lookups by word
+     * (noise columns, row hit counts, subsampling thresholds) leave the caches, and are
+     * prefetched ahead of their use */
+    bool prefetch_draws;
+    int noise_ready;     /* the sentence position whose draws are prefetched (-1: none) */
     tc_rng rng;
     tc_reader rd;
     int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
@@ -164,6 +169,9 @@ static double w2v_lr_schedule(void *ud, int64_t step, double base_lr)
     return step == r->step ? w2v_lr_decay(base_lr, r->words, r->total) : NAN;
 }
 
+/* Tokens ahead at which a replay prefetches the subsampling threshold it will read. */
+#define W2V_KEEP_AHEAD 16
+
 /* The next token of the share: its code (an id, TC_CODE_OOV or TC_CODE_EOL), or false at
  * the share's end. Replays a record when there is one; else reads and looks up the
  * corpus, recording while a record is kept. */
@@ -171,6 +179,10 @@ static bool next_token(w2v_trainer *t, int32_t *code)
 {
     if (t->replay) {
         if (t->at_tok == t->replay->n) return false;
+        if (t->prefetch_draws && t->at_tok + W2V_KEEP_AHEAD < t->replay->n) {
+            const int32_t ahead = t->replay->code[t->at_tok + W2V_KEEP_AHEAD];
+            if (ahead >= 0) tc_prefetch(&t->keep[ahead]);
+        }
         *code = t->replay->code[t->at_tok++];
         return true;
     }
@@ -243,6 +255,33 @@ static void set_position_counters(w2v_position *p, const w2v_result *res, double
     p->epoch_examples = epoch_examples;
 }
 
+/* The window of centre p, given its width draw b: sentence positions lo..hi. */
+static inline void window_bounds(const w2v_trainer *t, int p, int b, int *lo, int *hi)
+{
+    const int W = t->cfg->window;
+    *lo = p - W + b < 0 ? 0 : p - W + b;
+    *hi = p + W - b >= t->len ? t->len - 1 : p + W - b;
+}
+
+/* The negatives a centre with window lo..hi draws, not counting redraws of the centre:
+ * one set per context (skip-gram) or one for the bag (CBOW); none without a context. */
+static inline int centre_draws(const w2v_trainer *t, int lo, int hi)
+{
+    const int K = t->cfg->negative;
+    return hi == lo ? 0 : t->cfg->cbow ? K : (hi - lo) * K;
+}
+
+/* Prefetches the noise-table columns that centre p's negatives will read, given the
+ * stream r positioned at p's window draw (a copy: nothing is drawn). One column more than
+ * its draws, for a redraw of the centre. Prefetches change no result. */
+static void prefetch_centre(const w2v_trainer *t, tc_rng r, int p)
+{
+    const int b = (int)tc_rng_below(&r, (uint32_t)t->cfg->window);
+    int lo, hi;
+    window_bounds(t, p, b, &lo, &hi);
+    tc_noise_prefetch(&t->noise, &r, centre_draws(t, lo, hi) + 1);
+}
+
 static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
 {
     for (int k = 1; k <= t->cfg->negative; k++) {
@@ -250,6 +289,7 @@ static void draw_negatives(w2v_trainer *t, int64_t *row, int64_t positive)
         for (int tries = 0; w == positive && tries < 8; tries++)
             w = tc_noise_draw(&t->noise, &t->rng);
         row[k] = w;
+        if (t->prefetch_draws) tc_prefetch_w(&t->hits_out[w]); /* add_example counts it */
     }
 }
 
@@ -274,21 +314,21 @@ static bool hit(uint16_t *hits, const int64_t *rows, int64_t n, int32_t cap)
     return full;
 }
 
-/* The rows and true target of example t->n (the one being added) in either table: input
- * rows[0..n_rows), targets in t->target's row; with -hs the target's path is appended.
- * True once a row reaches its table's hit cap. */
-static bool add_example(w2v_trainer *t, const int64_t *rows, int64_t n_rows)
+/* The rows and true target of example e (the next one to be added, in order) in either
+ * table: input rows[0..n_rows), targets in t->target's row e; with -hs the target's path
+ * is appended. True once a row reaches its table's hit cap. */
+static bool add_example(w2v_trainer *t, int64_t e, const int64_t *rows, int64_t n_rows)
 {
     const int T = t->cfg->negative + 1;
-    const int64_t *target = t->target + t->n * T;
+    const int64_t *target = t->target + e * T;
     bool full = hit(t->hits_in, rows, n_rows, t->in_row_cap);
     if (T > 1) full |= hit(t->hits_out, target, T, t->row_cap);
     if (t->cfg->hs) {
         const int64_t lo = t->tree.offsets[target[0]], hi = t->tree.offsets[target[0] + 1];
-        t->path[t->n] = t->n_node;
-        for (int64_t e = lo; e < hi; e++) {
-            t->node[t->n_node] = t->tree.nodes[e];
-            t->code[t->n_node++] = (int32_t)t->tree.codes[e];
+        t->path[e] = t->n_node;
+        for (int64_t k = lo; k < hi; k++) {
+            t->node[t->n_node] = t->tree.nodes[k];
+            t->code[t->n_node++] = (int32_t)t->tree.codes[k];
         }
         full |= hit(t->hits_node, t->tree.nodes + lo, hi - lo, t->node_cap);
     }
@@ -327,10 +367,20 @@ static void fill_batch(w2v_trainer *t)
             if (t->len == 0) return;
         }
         const int p = t->pos++;
+        if (t->prefetch_draws && t->noise_ready != p) prefetch_centre(t, t->rng, p);
         const int64_t centre = t->sen[p];
         const int b = (int)tc_rng_below(&t->rng, (uint32_t)W);
-        const int lo = p - W + b < 0 ? 0 : p - W + b;
-        const int hi = p + W - b >= t->len ? t->len - 1 : p + W - b;
+        int lo, hi;
+        window_bounds(t, p, b, &lo, &hi);
+        if (t->prefetch_draws && p + 1 < t->len) {
+            /* one centre ahead: the next centre's window draw and negatives follow this
+             * centre's draws in the stream (unless a draw of the centre is drawn again),
+             * so their columns arrive while this centre's examples are made */
+            tc_rng next = t->rng;
+            tc_rng_skip(&next, (uint64_t)centre_draws(t, lo, hi));
+            prefetch_centre(t, next, p + 1);
+            t->noise_ready = p + 1;
+        }
         if (t->cfg->cbow) {
             int64_t start = t->n_input;
             for (int c = lo; c <= hi; c++)
@@ -340,21 +390,22 @@ static void fill_batch(w2v_trainer *t)
             int64_t *row = t->target + t->n * T;
             row[0] = centre;
             draw_negatives(t, row, centre);
-            full |= add_example(t, t->input + start, t->n_input - start);
+            full |= add_example(t, t->n, t->input + start, t->n_input - start);
             t->n++;
         } else {
-            /* this centre's draws: its hi - lo contexts' negatives (one more, in case a
-             * draw of the centre itself is drawn again) */
-            if (t->prefetch_noise) tc_noise_prefetch(&t->noise, &t->rng, (hi - lo) * (T - 1) + 1);
+            /* every context's draws, then their counts: the counts' lines, prefetched
+             * as the draws come, arrive meanwhile (the batch ends after a centre, so the
+             * order of its counts changes nothing) */
+            const int64_t first = t->n;
             for (int c = lo; c <= hi; c++) {
                 if (c == p) continue;
                 t->input[t->n] = t->sen[c];
                 int64_t *row = t->target + t->n * T;
                 row[0] = centre;
                 draw_negatives(t, row, centre);
-                full |= add_example(t, t->input + t->n, 1);
                 t->n++;
             }
+            for (int64_t e = first; e < t->n; e++) full |= add_example(t, e, t->input + e, 1);
             t->n_input = t->n;
         }
     }
@@ -771,7 +822,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
     }
-    t.prefetch_noise = cfg->negative > 0 && V * (int64_t)sizeof *t.noise.col > TC_NOISE_PREFETCH_MIN;
+    t.prefetch_draws = cfg->negative > 0 && V * (int64_t)sizeof *t.noise.col > cfg->prefetch_min;
+    t.noise_ready = -1;
     int64_t longest_path = 0; /* path entries per example, at most */
     for (int64_t w = 0; cfg->hs && w < V; w++)
         if (t.tree.offsets[w + 1] - t.tree.offsets[w] > longest_path)

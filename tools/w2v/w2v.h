@@ -121,6 +121,9 @@ typedef struct {
     const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (main.c),
                                  which every epoch replays when w2v_replays_corpus; NULL:
                                  read the corpus */
+    int64_t prefetch_min;     /* the drawing prefetches its lookups by word once the noise
+                                 table has more bytes than this (TC_NOISE_PREFETCH_MIN;
+                                 tests set 0 to run that path on a small corpus) */
 } w2v_config;
 /* Fills word2vec.c's defaults (alpha: 0.025, or 0.05 once cbow is known: < 0 means
  * "pick by mode"). */
