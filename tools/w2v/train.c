@@ -103,7 +103,6 @@ typedef struct {
      * (noise columns, row hit counts, subsampling thresholds) leave the caches, and are
      * prefetched ahead of their use */
     bool prefetch_draws;
-    int noise_ready;     /* the sentence position whose draws are prefetched (-1: none) */
     tc_rng rng;
     tc_reader rd;
     int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
@@ -367,7 +366,8 @@ static void fill_batch(w2v_trainer *t)
             if (t->len == 0) return;
         }
         const int p = t->pos++;
-        if (t->prefetch_draws && t->noise_ready != p) prefetch_centre(t, t->rng, p);
+        /* a sentence's first centre: its own columns (later ones' come one centre ahead) */
+        if (t->prefetch_draws && p == 0) prefetch_centre(t, t->rng, p);
         const int64_t centre = t->sen[p];
         const int b = (int)tc_rng_below(&t->rng, (uint32_t)W);
         int lo, hi;
@@ -379,7 +379,6 @@ static void fill_batch(w2v_trainer *t)
             tc_rng next = t->rng;
             tc_rng_skip(&next, (uint64_t)centre_draws(t, lo, hi));
             prefetch_centre(t, next, p + 1);
-            t->noise_ready = p + 1;
         }
         if (t->cfg->cbow) {
             int64_t start = t->n_input;
@@ -823,7 +822,6 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         goto done;
     }
     t.prefetch_draws = cfg->negative > 0 && V * (int64_t)sizeof *t.noise.col > cfg->prefetch_min;
-    t.noise_ready = -1;
     int64_t longest_path = 0; /* path entries per example, at most */
     for (int64_t w = 0; cfg->hs && w < V; w++)
         if (t.tree.offsets[w + 1] - t.tree.offsets[w] > longest_path)
