@@ -114,15 +114,21 @@ TEST(counting_pass_records_the_corpus_as_final_ids)
         char w[TC_MAX_WORD];
         tc_tok t;
         int64_t n = 0, mismatches = 0;
+        int64_t *tally = calloc((size_t)v.size, sizeof *tally); /* the second reading's counts */
+        CHECK(tally != NULL);
         words = 0;
-        while ((t = tc_reader_next(&r, w)) != TC_TOK_EOF) {
+        while (tally && (t = tc_reader_next(&r, w)) != TC_TOK_EOF) {
             const int64_t want = t == TC_TOK_EOL ? TC_CODE_EOL : tc_vocab_find(&v, w);
             if (n >= codes.n || codes.code[n] != want) mismatches++;
+            if (want >= 0) tally[want]++;
             n++;
             words += t == TC_TOK_WORD;
         }
         tc_reader_close(&r);
         CHECK(n > ((int64_t)1 << 16) && codes.n == n && mismatches == 0);
+        for (int64_t i = 0; tally && i < v.size; i++) mismatches += tally[i] != v.counts[i];
+        CHECK(mismatches == 0);
+        free(tally);
         tokens = n;
         tc_codes_free(&codes);
         tc_vocab_free(&v);

@@ -156,10 +156,11 @@ int64_t tc_vocab_find(const tc_vocab *v, const char *word)
     return s == TC_VOCAB_EMPTY ? -1 : slot_index(s);
 }
 
-int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
+/* tc_vocab_add with the word's hash_str already known */
+static int64_t add_hashed(tc_vocab *v, const char *word, uint64_t h, int64_t count)
 {
     if (v->n_slots == 0 && rehash(v, 1024)) return -1;
-    const uint64_t h = hash_str(word), k = probe(v, word, h);
+    const uint64_t k = probe(v, word, h);
     if (v->slots[k] != TC_VOCAB_EMPTY) {
         v->counts[slot_index(v->slots[k])] += count;
         return slot_index(v->slots[k]);
@@ -184,6 +185,36 @@ int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
     v->slots[k] = slot_of(h, i);
     if (2 * v->size > v->n_slots && rehash(v, 2 * v->n_slots)) return -1;
     return i;
+}
+
+int64_t tc_vocab_add(tc_vocab *v, const char *word, int64_t count)
+{
+    return add_hashed(v, word, hash_str(word), count);
+}
+
+/* Hints for a lookup of hash h that comes later: the hash slot (stage 0); then, from the
+ * slot, where a word with h's tag keeps its pointer and count (1) and its bytes (2).
+ * Each stage reads what the one before fetched, so they are spaced tokens apart. */
+static void prefetch_lookup(const tc_vocab *v, uint64_t h, int stage)
+{
+    if (v->n_slots == 0) return;
+    const uint64_t mask = (uint64_t)v->n_slots - 1;
+    uint64_t k = h & mask;
+    if (stage == 0) {
+        tc_prefetch(&v->slots[k]);
+        return;
+    }
+    /* along the probe's path, at most to the end of its block of 8 slots */
+    for (; v->slots[k] != TC_VOCAB_EMPTY && (v->slots[k] & TAG_MASK) != (h & TAG_MASK); k = (k + 1) & mask)
+        if ((k + 1) % 8 == 0) return;
+    if (v->slots[k] == TC_VOCAB_EMPTY) return;
+    const int64_t i = slot_index(v->slots[k]);
+    if (stage == 1) {
+        tc_prefetch(&v->words[i]);
+        tc_prefetch_w(&v->counts[i]);
+    } else {
+        tc_prefetch(v->words[i]);
+    }
 }
 
 typedef struct {
@@ -276,35 +307,81 @@ void tc_codes_push(tc_codes *codes, int32_t c)
     codes->code[codes->n++] = c;
 }
 
+/* A token is looked up LOOKUP_AHEAD tokens after it is read. At a 1M-word vocabulary
+ * nearly every lookup missed the cache four times (the slot, the word's pointer and
+ * count, its bytes), one after the other; waiting, a token has these fetched in stages
+ * (prefetch_lookup) while the tokens before it are read and looked up. The lookups stay
+ * in corpus order, so every index and count is that of adding each token as it comes. */
+#define LOOKUP_AHEAD 16 /* a power of 2 */
+#define LOOKUP_ENTRY_AT 8 /* tokens before its lookup: the slot is read, the entry fetched */
+#define LOOKUP_BYTES_AT 4 /* the entry is read, the bytes fetched */
+
+typedef struct {
+    tc_tok tok;
+    uint64_t hash;
+    char word[TC_MAX_WORD];
+} pending_token;
+
+typedef struct {
+    tc_vocab *v;
+    tc_codes *codes;
+    bool add_words, line_open;
+} scan_state;
+
+static int take_token(scan_state *s, const pending_token *p)
+{
+    tc_vocab *v = s->v;
+    if (p->tok == TC_TOK_EOL) {
+        v->lines++;
+        s->line_open = false;
+        tc_codes_push(s->codes, TC_CODE_EOL);
+        return 0;
+    }
+    s->line_open = true;
+    v->total_tokens++;
+    const int64_t i = s->add_words ? add_hashed(v, p->word, p->hash, 1) : 0;
+    if (i < 0) return -1;
+    tc_codes_push(s->codes, (int32_t)i);
+    return 0;
+}
+
+/* Hints stage `stage` of prefetch_lookup for token j of the queue, if it is a word. */
+static void prefetch_queued(const tc_vocab *v, const pending_token *q, int64_t j, int stage)
+{
+    if (j >= 0 && q[j % LOOKUP_AHEAD].tok == TC_TOK_WORD) prefetch_lookup(v, q[j % LOOKUP_AHEAD].hash, stage);
+}
+
 /* Reads every token of path, adding each word to v when add_words (and then recording
  * its index into codes when not NULL); the tokens, lines, size and hash always. */
 static int scan_file(tc_vocab *v, const char *path, bool add_words, tc_codes *codes)
 {
-    if (!add_words) codes = NULL; /* no indices to record */
+    scan_state s = {v, add_words ? codes : NULL, add_words, false}; /* no indices without words */
     tc_reader r;
     if (tc_reader_open(&r, path)) return -1;
     r.hashing = true;
-    char word[TC_MAX_WORD];
-    tc_tok t;
-    bool line_open = false;
-    while ((t = tc_reader_next(&r, word)) != TC_TOK_EOF) {
-        if (t == TC_TOK_EOL) {
-            v->lines++;
-            line_open = false;
-            tc_codes_push(codes, TC_CODE_EOL);
-            continue;
+    pending_token q[LOOKUP_AHEAD]; /* token j: q[j % LOOKUP_AHEAD], taken before j + LOOKUP_AHEAD is read */
+    int64_t read = 0, taken = 0;
+    int rc = 0;
+    for (;;) {
+        if (read - taken == LOOKUP_AHEAD && (rc = take_token(&s, &q[taken++ % LOOKUP_AHEAD]))) break;
+        pending_token *p = &q[read % LOOKUP_AHEAD];
+        if ((p->tok = tc_reader_next(&r, p->word)) == TC_TOK_EOF) break;
+        read++;
+        if (!add_words) continue;
+        if (p->tok == TC_TOK_WORD) {
+            p->hash = hash_str(p->word);
+            prefetch_lookup(v, p->hash, 0);
         }
-        line_open = true;
-        v->total_tokens++;
-        const int64_t i = add_words ? tc_vocab_add(v, word, 1) : 0;
-        if (i < 0) {
-            tc_reader_close(&r);
-            errno = ENOMEM;
-            return -1;
-        }
-        tc_codes_push(codes, (int32_t)i);
+        prefetch_queued(v, q, read - 1 - (LOOKUP_AHEAD - LOOKUP_ENTRY_AT), 1);
+        prefetch_queued(v, q, read - 1 - (LOOKUP_AHEAD - LOOKUP_BYTES_AT), 2);
     }
-    if (line_open) v->lines++;
+    while (!rc && taken < read) rc = take_token(&s, &q[taken++ % LOOKUP_AHEAD]);
+    if (rc) {
+        tc_reader_close(&r);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (s.line_open) v->lines++;
     v->corpus_bytes = tc_reader_offset(&r);
     v->corpus_hash = r.hash;
     int err = ferror(r.f);
