@@ -215,6 +215,39 @@ TEST(large_blocks_of_the_default_allocator_are_advised_for_huge_pages)
     sg_ctx_free(dflt);
 }
 
+static void *garbage_alloc(void *ud, size_t n)
+{
+    (void)ud;
+    void *p = malloc(n);
+    if (p) memset(p, 0xab, n);
+    return p;
+}
+static void garbage_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
+
+/* A new tensor is zero in every byte, also past the size that all threads zero together,
+ * and for any thread count (the allocator here hands out blocks full of 0xab). */
+TEST(new_tensors_are_zero_on_any_thread_count)
+{
+    const int64_t sizes[] = {5, ((int64_t)4 << 20) / 4 + 7, ((int64_t)9 << 20) / 4 + 3};
+    for (int threads = 1; threads <= 3; threads++) {
+        sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.allocator = {garbage_alloc, garbage_free, NULL}, .threads = threads});
+        CHECK(ctx != NULL);
+        for (int k = 0; ctx && k < 3; k++) {
+            sg_tensor *t = sg_tensor_new(ctx, SG_F32, 1, &sizes[k]);
+            CHECK(t != NULL);
+            const unsigned char *b = t ? sg_tensor_data(t) : NULL;
+            size_t nonzero = 0;
+            for (int64_t i = 0; b && i < sizes[k] * 4; i++) nonzero += b[i] != 0;
+            CHECK(nonzero == 0);
+        }
+        sg_ctx_free(ctx);
+    }
+}
+
 /* The steady state of a step allocates nothing: the arena keeps its memory. */
 TEST(steady_state_step_does_not_allocate)
 {
