@@ -146,6 +146,28 @@ TEST(counting_pass_records_the_corpus_as_final_ids)
     remove(p);
 }
 
+static int cmp_bytes(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Words of one count come out in strcmp's order, also where they share their first 8
+ * bytes, where one begins another, and for bytes past 0x7f (unsigned in strcmp). */
+TEST(equal_counts_sort_by_bytes)
+{
+    const char *words[] = {"abcdefghij", "abcdefghi", "abcdefgh", "abcdefgi", "abcdefg",
+                           "ab", "a", "a\xc3\xa9", "b", "\xff", "\x7e", "abcdefghia", "zz"};
+    enum { N = sizeof words / sizeof *words };
+    tc_vocab v;
+    tc_vocab_init(&v);
+    for (int i = 0; i < N; i++) CHECK(tc_vocab_add(&v, words[i], 3) >= 0);
+    CHECK(tc_vocab_add(&v, "common", 4) >= 0);
+    CHECK(tc_vocab_finalize(&v, 1) == 0);
+    const char *want[N];
+    memcpy(want, words, sizeof want);
+    qsort(want, N, sizeof *want, cmp_bytes);
+    CHECK(v.size == N + 1 && strcmp(v.words[0], "common") == 0);
+    for (int i = 0; i < N && i + 1 < v.size; i++) CHECK(strcmp(v.words[i + 1], want[i]) == 0);
+    tc_vocab_free(&v);
+}
+
 TEST(many_words_grow_the_hash)
 {
     /* 5000 distinct words, word i added i % 7 + 1 times, against a direct count */
