@@ -73,6 +73,7 @@ typedef struct {
      * without reading its string; all bits set when free */
     uint64_t *slots;
     int64_t n_slots, cap;
+    struct tc_chars *chars; /* private: the words' bytes, packed in blocks (vocab.c) */
 } tc_vocab;
 void tc_vocab_init(tc_vocab *v);
 void tc_vocab_free(tc_vocab *v);

@@ -101,11 +101,51 @@ static uint64_t hash_str(const char *w)
     return h;
 }
 
+/* The words' bytes, NUL-terminated one after another in blocks, instead of a malloc a
+ * word: at a 1M-word vocabulary those took a call a new word to make and most of a
+ * second to free, and they scattered the words over the heap. After the sort, the kept
+ * words are packed again in the vocabulary's order, so the frequent words share cache
+ * lines and a pass in that order (writing the vectors) reads memory in order. */
+struct tc_chars {
+    struct tc_chars *next;
+    size_t used, cap;
+    char bytes[];
+};
+#define TC_CHARS_BLOCK ((size_t)1 << 20)
+
+static void free_chars(struct tc_chars *b)
+{
+    while (b) {
+        struct tc_chars *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+/* A copy of word (len bytes) in v's blocks; NULL when out of memory. */
+static char *keep_word(tc_vocab *v, const char *word, size_t len)
+{
+    struct tc_chars *b = v->chars;
+    if (!b || b->cap - b->used < len + 1) {
+        const size_t cap = len + 1 > TC_CHARS_BLOCK ? len + 1 : TC_CHARS_BLOCK;
+        b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->next = v->chars;
+        b->used = 0;
+        b->cap = cap;
+        v->chars = b;
+    }
+    char *w = b->bytes + b->used;
+    memcpy(w, word, len + 1);
+    b->used += len + 1;
+    return w;
+}
+
 void tc_vocab_init(tc_vocab *v) { memset(v, 0, sizeof *v); }
 
 void tc_vocab_free(tc_vocab *v)
 {
-    for (int64_t i = 0; i < v->size; i++) free(v->words[i]);
+    free_chars(v->chars);
     free(v->words);
     free(v->counts);
     free(v->slots);
@@ -176,9 +216,8 @@ static int64_t add_hashed(tc_vocab *v, const char *word, uint64_t h, int64_t cou
         v->counts = c;
         v->cap = cap;
     }
-    char *copy = malloc(strlen(word) + 1);
+    char *copy = keep_word(v, word, strlen(word));
     if (!copy) return -1;
-    strcpy(copy, word);
     int64_t i = v->size++;
     v->words[i] = copy;
     v->counts[i] = count;
@@ -259,6 +298,7 @@ int tc_vocab_finalize_codes(tc_vocab *v, int64_t min_count, tc_codes *codes)
     }
     const bool remap = id != NULL;
     int64_t n = 0;
+    size_t kept_bytes = 0;
     for (int64_t i = 0; i < v->size; i++) {
         if (remap) id[i] = TC_CODE_OOV;
         if (v->counts[i] >= min_count) {
@@ -266,11 +306,25 @@ int tc_vocab_finalize_codes(tc_vocab *v, int64_t min_count, tc_codes *codes)
             e[n].index = i;
             e[n].prefix = word_prefix(v->words[i]);
             e[n++].count = v->counts[i];
-        } else {
-            free(v->words[i]);
+            kept_bytes += strlen(v->words[i]) + 1;
         }
     }
     qsort(e, (size_t)n, sizeof *e, entry_cmp);
+    /* the kept words packed again, in order; without memory for it they stay where they are */
+    struct tc_chars *packed = n ? malloc(sizeof *packed + kept_bytes) : NULL;
+    if (packed) {
+        packed->next = NULL;
+        packed->used = 0;
+        packed->cap = kept_bytes;
+        for (int64_t i = 0; i < n; i++) {
+            const size_t len = strlen(e[i].word) + 1;
+            memcpy(packed->bytes + packed->used, e[i].word, len);
+            e[i].word = packed->bytes + packed->used;
+            packed->used += len;
+        }
+        free_chars(v->chars);
+        v->chars = packed;
+    }
     v->train_words = 0;
     for (int64_t i = 0; i < n; i++) {
         v->words[i] = e[i].word;
