@@ -277,9 +277,11 @@ static int w2v_main(int argc, char **argv)
      * reading and looking it up again */
     tc_codes codes = {0};
     if (w2v_replays_corpus(&cfg)) tc_codes_start(&codes, cfg.token_cache);
+    double t_vocab = tc_now(); /* -debug 2's times outside the steps */
     bool counted = !(cfg.read_vocab ? tc_vocab_scan_file(&v, cfg.train)
                                     : tc_vocab_count_file_codes(&v, cfg.train, &codes)) &&
                    !tc_vocab_finalize_codes(&v, cfg.min_count, &codes);
+    t_vocab = tc_now() - t_vocab;
     if (codes.code) cfg.corpus_codes = &codes;
     else if (codes.dropped) cfg.token_cache = 0; /* the corpus outgrew it (or no memory): the
                                                     first epoch's own record would too */
@@ -329,8 +331,10 @@ static int w2v_main(int argc, char **argv)
         threads = c ? sg_ctx_threads(c) : 1;
         sg_ctx_free(c);
     }
+    double t_train = tc_now();
     const int trained = cfg.replicas > 1 ? w2v_replicas_train(&cfg, &v, log, threads, &res, &m)
                                          : w2v_train(&cfg, &v, log, &res, &m);
+    t_train = tc_now() - t_train;
     tc_codes_free(&codes);
     if (trained) {
         tc_vocab_free(&v);
@@ -369,6 +373,7 @@ static int w2v_main(int argc, char **argv)
                      "token ids\n", res.t_sync, res.seconds - steps, res.epochs_replayed, cfg.iter);
     }
     int rc = 0;
+    double t_write = tc_now();
     sg_tensor *tables[2] = {m.in, m.out};
     const char *paths[2] = {cfg.classes ? NULL : cfg.output, cfg.save_context};
     if (cfg.classes) {
@@ -397,6 +402,11 @@ static int w2v_main(int argc, char **argv)
             fprintf(log, "sgrad-w2v: wrote %lld x %d %s vectors to %s (%s)\n", (long long)v.size,
                     cfg.size, i ? "context" : "word", paths[i], cfg.binary ? "binary" : "text");
         }
+    }
+    if (log && cfg.debug > 1) { /* with -replicas, the trainers set up side by side: not shown */
+        fprintf(log, "sgrad-w2v: time outside the steps: vocabulary pass %.2f s", t_vocab);
+        if (cfg.replicas == 1) fprintf(log, ", the trainer's setup and teardown %.2f s", t_train - res.seconds);
+        fprintf(log, ", writing %.2f s\n", tc_now() - t_write);
     }
     w2v_model_free(&m);
     tc_vocab_free(&v);
