@@ -390,10 +390,7 @@ static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, con
     if (!ps->last) { /* linear: groups may repeat a row, so each part owns its rows */
         const int parts = sg__parallel_threads(opt->ctx, rg->n * ps->width, SG__GRAIN);
         sgd_linear_job lj = {&job, (uint32_t)parts};
-        if (parts <= 1)
-            sgd_linear_parts(&lj, 0, 1);
-        else
-            sg__parallel_for(opt->ctx, parts, 1, sgd_linear_parts, &lj);
+        sg__parallel_for(opt->ctx, parts, 1, sgd_linear_parts, &lj); /* one part: inline */
         return;
     }
     sg__parallel_for(opt->ctx, rg->n, sg__row_grain(ps->width), sgd_lazy_range, &job);

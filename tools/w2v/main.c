@@ -406,7 +406,7 @@ static int w2v_main(int argc, char **argv)
     if (log && cfg.debug > 1) { /* with -replicas, the trainers set up side by side: not shown */
         fprintf(log, "sgrad-w2v: time outside the steps: vocabulary pass %.2f s", t_vocab);
         if (cfg.replicas == 1) fprintf(log, ", the trainer's setup and teardown %.2f s", t_train - res.seconds);
-        fprintf(log, ", writing %.2f s\n", tc_now() - t_write);
+        fprintf(log, ", %s %.2f s\n", cfg.classes ? "k-means and writing" : "writing", tc_now() - t_write);
     }
     w2v_model_free(&m);
     tc_vocab_free(&v);
