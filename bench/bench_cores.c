@@ -9,8 +9,16 @@
  * each turn;
  * ms is the time of one pass, ref_ms the same pass when one thread makes them all, so
  * ratio is what the rows' trip between the cores adds to a pass. Both threads run in both
- * cases (in the reference the second one only waits): only where the data goes differs. */
-#define _POSIX_C_SOURCE 200809L
+ * cases (in the reference the second one only waits): only where the data goes differs.
+ * core_speed: one thread pinned to each processor in turn (Linux), the same work on each:
+ * word2vec's step on rows (a row's dot product with a vector, then the row moved along
+ * it) at rows drawn at random from 11.2 MB (Brown's two tables); ref_ms is the fastest
+ * processor's, and `speed` is ref_ms / ms. A host may give one virtual core much less
+ * than the other for minutes (on 2026-12-04 one core ran this 1.5-2.5x slower, and a
+ * 1-thread Brown run pinned there took 1.6x the time, while the same work on rows in the
+ * core's own cache differed by 10%); two threads can then give at most the sum of the
+ * speeds against one thread on the fastest. */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include "bench.h"
 
 #include <pthread.h>
@@ -76,6 +84,98 @@ static int cores_fail(const char *what)
     return 1;
 }
 
+enum { SPEED_ROWS = 28000, SPEED_MAX_CPUS = 64 };
+
+typedef struct {
+    int cpu;
+    long visits;
+    float *rows; /* SPEED_ROWS x CORES_DIM */
+    double ms;   /* < 0: the thread could not be pinned */
+} speed_job;
+
+/* Pins itself to job->cpu, then times `visits` visits of rows drawn by a fixed
+ * generator: the row's dot product with a fixed vector, and the row moved along it by a
+ * tiny step. */
+static void *speed_worker(void *p)
+{
+    speed_job *j = p;
+    j->ms = -1;
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(j->cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) return NULL;
+#else
+    return NULL;
+#endif
+    float a[CORES_DIM];
+    for (int k = 0; k < CORES_DIM; k++) a[k] = 0.01f * (float)(k % 7);
+    uint64_t state = 12345;
+    const double t0 = sgb_now_ms();
+    for (long v = 0; v < j->visits; v++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull; /* an LCG */
+        float *x = j->rows + (int64_t)((state >> 33) % SPEED_ROWS) * CORES_DIM, d = 0;
+        for (int k = 0; k < CORES_DIM; k++) d += x[k] * a[k];
+        const float g = 1e-6f * (d > 0 ? 1.0f : -1.0f);
+        for (int k = 0; k < CORES_DIM; k++) x[k] -= g * a[k];
+    }
+    j->ms = sgb_now_ms() - t0;
+    return NULL;
+}
+
+/* core_speed: every processor this process may run on, in turn, reps times. */
+static int core_speed(const sgb_cfg *cfg, int reps)
+{
+#ifdef __linux__
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed)) {
+        fprintf(stderr, "sgrad-bench cores: core_speed skipped: cannot read the processors allowed\n");
+        return 0;
+    }
+    int cpus[SPEED_MAX_CPUS], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < SPEED_MAX_CPUS; c++)
+        if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
+    float *rows = calloc((size_t)SPEED_ROWS * CORES_DIM, sizeof *rows);
+    static double t[SPEED_MAX_CPUS][16];
+    if (!rows) return cores_fail("out of memory");
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < n; i++) {
+            speed_job j = {.cpu = cpus[i], .visits = cfg->quick ? 20000 : 2000000, .rows = rows};
+            pthread_t th;
+            if (pthread_create(&th, NULL, speed_worker, &j)) {
+                free(rows);
+                return cores_fail("cannot start a thread");
+            }
+            pthread_join(th, NULL);
+            if (j.ms < 0) {
+                fprintf(stderr, "sgrad-bench cores: core_speed skipped: cannot pin a thread to processor %d\n",
+                        cpus[i]);
+                free(rows);
+                return 0;
+            }
+            t[i][r] = j.ms;
+        }
+    sgb_sink(rows[0]);
+    free(rows);
+    double med[SPEED_MAX_CPUS], fastest = 0;
+    for (int i = 0; i < n; i++) {
+        med[i] = sgb_median(t[i], reps);
+        if (i == 0 || med[i] < fastest) fastest = med[i];
+    }
+    for (int i = 0; i < n; i++) {
+        char params[32], extra[32];
+        snprintf(params, sizeof params, "{\"cpu\":%d}", cpus[i]);
+        snprintf(extra, sizeof extra, "\"speed\":%.3f", fastest / med[i]);
+        sgb_emit("cores", "core_speed", params, med[i], fastest, 1, extra);
+    }
+#else
+    (void)cfg;
+    (void)reps;
+    fprintf(stderr, "sgrad-bench cores: core_speed skipped: pinning threads needs Linux\n");
+#endif
+    return 0;
+}
+
 int sgb_cores(const sgb_cfg *cfg)
 {
     enum { MAX_REPS = 16 };
@@ -119,5 +219,5 @@ int sgb_cores(const sgb_cfg *cfg)
         sgb_emit("cores", "rows_handover", params, sgb_median(t, reps) / (double)j.turns,
                  sgb_median(u, reps) / (double)j.turns, 2, NULL);
     }
-    return 0;
+    return core_speed(cfg, reps);
 }

@@ -19,8 +19,13 @@ rm = [json.loads(l) for l in open(sys.argv[4]).read().splitlines()]
 assert [o["params"]["rows"] for o in rm] == [1500, 15000, 100000], rm
 assert all(o["case"] == "two_pass" and o["ns_per_row"] > 0 and o["ref_ns_per_row"] > 0 for o in rm), rm
 co = [json.loads(l) for l in open(sys.argv[3]).read().splitlines()]
-assert [o["case"] for o in co] == ["handoff"] + ["rows_handover"] * 3, co
+import os
+sp = co[4:]  # core_speed: one line per processor this process may run on
+assert [o["case"] for o in co] == ["handoff"] + ["rows_handover"] * 3 + ["core_speed"] * len(sp), co
 assert co[0]["ns_per_handoff"] > 0 and all(o["ms"] > 0 and o["ref_ms"] > 0 for o in co[1:]), co
+assert sorted(o["params"]["cpu"] for o in sp) == sorted(os.sched_getaffinity(0)), sp
+assert all(0 < o["speed"] <= 1 and abs(o["speed"] - o["ref_ms"] / o["ms"]) < 1e-2 for o in sp), sp
+assert min(o["ms"] for o in sp) == sp[0]["ref_ms"], sp  # ref_ms: the fastest processor's
 py = [json.loads(l) for l in open(sys.argv[2]).read().splitlines()]
 assert [o["params"]["opt"] for o in py] == ["sgd", "lazy_adam"], py
 assert all(o["bench"] == "pystep" and o["ms"] > 0 for o in py), py
