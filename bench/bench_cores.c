@@ -84,6 +84,9 @@ static int cores_fail(const char *what)
     return 1;
 }
 
+enum { CORES_MAX_REPS = 16 };
+
+#ifdef __linux__
 enum { SPEED_ROWS = 28000, SPEED_MAX_CPUS = 64 };
 
 typedef struct {
@@ -100,14 +103,10 @@ static void *speed_worker(void *p)
 {
     speed_job *j = p;
     j->ms = -1;
-#ifdef __linux__
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(j->cpu, &set);
     if (sched_setaffinity(0, sizeof set, &set)) return NULL;
-#else
-    return NULL;
-#endif
     float a[CORES_DIM];
     for (int k = 0; k < CORES_DIM; k++) a[k] = 0.01f * (float)(k % 7);
     uint64_t state = 12345;
@@ -126,7 +125,6 @@ static void *speed_worker(void *p)
 /* core_speed: every processor this process may run on, in turn, reps times. */
 static int core_speed(const sgb_cfg *cfg, int reps)
 {
-#ifdef __linux__
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed)) {
         fprintf(stderr, "sgrad-bench cores: core_speed skipped: cannot read the processors allowed\n");
@@ -136,7 +134,7 @@ static int core_speed(const sgb_cfg *cfg, int reps)
     for (int c = 0; c < CPU_SETSIZE && n < SPEED_MAX_CPUS; c++)
         if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
     float *rows = calloc((size_t)SPEED_ROWS * CORES_DIM, sizeof *rows);
-    static double t[SPEED_MAX_CPUS][16];
+    static double t[SPEED_MAX_CPUS][CORES_MAX_REPS];
     if (!rows) return cores_fail("out of memory");
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < n; i++) {
@@ -168,20 +166,23 @@ static int core_speed(const sgb_cfg *cfg, int reps)
         snprintf(extra, sizeof extra, "\"speed\":%.3f", fastest / med[i]);
         sgb_emit("cores", "core_speed", params, med[i], fastest, 1, extra);
     }
+    return 0;
+}
 #else
+static int core_speed(const sgb_cfg *cfg, int reps)
+{
     (void)cfg;
     (void)reps;
     fprintf(stderr, "sgrad-bench cores: core_speed skipped: pinning threads needs Linux\n");
-#endif
     return 0;
 }
+#endif
 
 int sgb_cores(const sgb_cfg *cfg)
 {
-    enum { MAX_REPS = 16 };
     int reps = sgb_reps(cfg, 7);
-    reps = reps > MAX_REPS ? MAX_REPS : reps;
-    double t[MAX_REPS], u[MAX_REPS];
+    reps = reps > CORES_MAX_REPS ? CORES_MAX_REPS : reps;
+    double t[CORES_MAX_REPS], u[CORES_MAX_REPS];
     /* handoff: the median over reps runs of `turns` handoffs */
     {
         cores_job j = {.turns = cfg->quick ? 2000 : 1000000, .handoff = 1};

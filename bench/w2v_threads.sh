@@ -15,6 +15,7 @@
 #   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh)
 #        FLAGS (default: bench/w2v_compare.sh's skip-gram flags, 5 epochs; no -threads,
 #        -debug 0 or -hogwild 1: the script sets the threads and reads the summary line)
+#        QUICK=1: the probe's --quick form (tests; its handoffs crawl on busy cores)
 # Prints a line and a JSON line per round, then the medians. Run it with nothing else
 # running: it times two cores' worth of work.
 set -euo pipefail
@@ -30,28 +31,17 @@ done
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+me=w2v_threads
+. "$(dirname "$0")/w2v_rounds_lib.sh"
 # total words/sec of training from the summary line of the log $1
 rate() {
     local r
-    r=$(sed -n 's/.* \([0-9]*\) threads (deterministic[^)]*): [0-9.]* s, \([0-9.]*\)k words\/sec\/thread.*/\1 \2/p' "$1")
-    if [ -z "$r" ]; then
-        echo "w2v_threads: no summary line with a rate in $1 (-debug 0 or -hogwild 1 in FLAGS?)" >&2
-        return 1
-    fi
+    r=$(w2v_rate "$1") || return 1
     awk -v r="$r" 'BEGIN { split(r, a, " "); printf "%.1f\n", 1000 * a[1] * a[2] }'
-}
-run() { # log, then the command
-    local log=$1
-    shift
-    if ! "$@" >"$log" 2>&1; then
-        echo "w2v_threads: failed: $*" >&2
-        cat "$log" >&2
-        exit 1
-    fi
 }
 read -r -a f <<<"$flags"
 for ((i = 1; i <= rounds; i++)); do
-    "$build/sgrad-bench" cores >"$tmp/cores.jsonl"
+    "$build/sgrad-bench" ${QUICK:+--quick} cores >"$tmp/cores.jsonl"
     slow=$(python3 -c '
 import json, sys
 s = [o["speed"] for o in map(json.loads, open(sys.argv[1])) if o["case"] == "core_speed"]

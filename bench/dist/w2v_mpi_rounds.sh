@@ -28,24 +28,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+me=w2v_mpi_rounds
+. "$(dirname "$0")/../w2v_rounds_lib.sh"
 # words/sec/thread (thousands) from the summary line of the log $1
 rate() {
     local r
-    r=$(sed -n 's/.*(deterministic[^)]*): [0-9.]* s, \([0-9.]*\)k words\/sec\/thread.*/\1/p' "$1")
-    if [ -z "$r" ]; then
-        echo "w2v_mpi_rounds: no summary line with a rate in $1 (-debug 0 or -hogwild 1 in FLAGS?)" >&2
-        return 1
-    fi
-    echo "$r"
-}
-run() { # log, then the command
-    local log=$1
-    shift
-    if ! "$@" >"$log" 2>&1; then
-        echo "w2v_mpi_rounds: failed: $*" >&2
-        cat "$log" >&2
-        exit 1
-    fi
+    r=$(w2v_rate "$1") || return 1
+    echo "${r#* }"
 }
 read -r -a f <<<"$flags"
 for ((i = 1; i <= rounds; i++)); do
