@@ -838,7 +838,7 @@ static int parse_f64(const char *s, double *out)
 static ftensor *find_tensor(reader *r, const char *name)
 {
     ftensor key = {(char *)name, SG_DTYPE_INVALID, 0, {0}, 0, 0, false};
-    return bsearch(&key, r->t, (size_t)r->nt, sizeof *r->t, cmp_name);
+    return r->nt ? bsearch(&key, r->t, (size_t)r->nt, sizeof *r->t, cmp_name) : NULL; /* r->t NULL: none */
 }
 
 /* Reads path whole: *buf (size *n). */
@@ -986,8 +986,9 @@ static int parse_rng(const char *s, uint64_t rng[4])
  * Leaves r's tensors sorted by name. */
 static int verify(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len, uint64_t rng[4])
 {
-    /* offsets: sorted by begin they must tile [0, data_len) exactly */
-    qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_begin);
+    /* offsets: sorted by begin they must tile [0, data_len) exactly (a header of no
+     * tensors has r->t NULL, which qsort must not get) */
+    if (r->nt > 1) qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_begin);
     uint64_t at = 0;
     for (int64_t i = 0; i < r->nt; i++) {
         if (r->t[i].begin != at)
@@ -1008,7 +1009,7 @@ static int verify(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t da
         return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: format version %s (this library reads %s)",
                          ver ? ver : "missing", FORMAT_VERSION);
     if (parse_rng(meta_of(r, "sgrad.rng"), rng)) return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: bad sgrad.rng");
-    qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_name);
+    if (r->nt > 1) qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_name);
     for (int64_t i = 1; i < r->nt; i++)
         if (!strcmp(r->t[i - 1].name, r->t[i].name))
             return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: tensor \"%s\" appears twice", r->t[i].name);
