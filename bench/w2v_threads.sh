@@ -12,7 +12,8 @@
 # slower core had at least 0.9 of the faster's speed ("even cores").
 #
 # usage: bench/w2v_threads.sh [ROUNDS] [BUILD_DIR]    (defaults: 9, build)
-#   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh)
+#   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh when
+#        missing; any other CORPUS must exist)
 #        FLAGS (default: bench/w2v_compare.sh's skip-gram flags, 5 epochs; no -threads,
 #        -debug 0 or -hogwild 1: the script sets the threads and reads the summary line)
 #        QUICK=1: the probe's --quick form (tests; its handoffs crawl on busy cores)
@@ -21,24 +22,19 @@
 set -euo pipefail
 rounds=${1:-9}
 build=${2:-build}
-corpus=${CORPUS:-bench/data/w2v/brown.txt}
+brown=bench/data/w2v/brown.txt
+corpus=${CORPUS:-$brown}
 flags=${FLAGS:--cbow 0 -size 100 -window 5 -negative 5 -sample 1e-4 -min-count 5 -iter 5 -binary 1}
 w2v=$build/sgrad-w2v
 for prog in "$w2v" "$build/sgrad-bench"; do
     [ -x "$prog" ] || { echo "w2v_threads: no $prog (build first)" >&2; exit 2; }
 done
-[ -s "$corpus" ] || bench/brown_corpus.sh "$corpus"
+me=w2v_threads
+. "$(dirname "$0")/bench_lib.sh"
+w2v_corpus_ready "$corpus" "$brown"
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-me=w2v_threads
-. "$(dirname "$0")/w2v_rounds_lib.sh"
-# total words/sec of training from the summary line of the log $1
-rate() {
-    local r
-    r=$(w2v_rate "$1") || return 1
-    awk -v r="$r" 'BEGIN { split(r, a, " "); printf "%.1f\n", 1000 * a[1] * a[2] }'
-}
 read -r -a f <<<"$flags"
 for ((i = 1; i <= rounds; i++)); do
     "$build/sgrad-bench" ${QUICK:+--quick} cores >"$tmp/cores.jsonl"
@@ -54,8 +50,9 @@ print("%.3f" % (min(s) if len(s) > 1 else 1.0))' "$tmp/cores.jsonl")
     run "$tmp/p2.log" "$w2v" -train "$corpus" "${f[@]}" -threads 1 -seed 2 -output "$tmp/p2.bin"
     wait "$pid" || { echo "w2v_threads: an independent run failed" >&2; cat "$tmp/p1.log" >&2; exit 1; }
     pid=
-    one=$(rate "$tmp/one.log") && two=$(rate "$tmp/two.log") && rep=$(rate "$tmp/rep.log") &&
-        p1=$(rate "$tmp/p1.log") && p2=$(rate "$tmp/p2.log") || exit 1
+    one=$(w2v_total_rate "$tmp/one.log") && two=$(w2v_total_rate "$tmp/two.log") &&
+        rep=$(w2v_total_rate "$tmp/rep.log") && p1=$(w2v_total_rate "$tmp/p1.log") &&
+        p2=$(w2v_total_rate "$tmp/p2.log") || exit 1
     awk -v i="$i" -v slow="$slow" -v one="$one" -v two="$two" -v rep="$rep" -v p1="$p1" -v p2="$p2" 'BEGIN {
         ind = 2 * (p1 < p2 ? p1 : p2)
         printf "round %d: slower core %.2f; 1 thread %.0fk words/s, 2 threads %.2fx, -replicas 2 %.2fx, two independent runs %.2fx\n",

@@ -8,7 +8,8 @@
 # cores give two such processes then: the 2 ranks cannot beat it). Then the medians.
 #
 # usage: bench/dist/w2v_mpi_rounds.sh [ROUNDS] [BUILD_DIR]    (defaults: 9, build)
-#   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh)
+#   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh when
+#        missing; any other CORPUS must exist)
 #        FLAGS (default: the skip-gram flags of tools/w2v/README.md "Under mpirun"; keep
 #        -threads 1, which the rates assume, and the summary line: no -debug 0)
 # needs: a build with MPI, mpirun. Prints a line and a JSON line per round, then medians.
@@ -16,26 +17,21 @@
 set -euo pipefail
 rounds=${1:-9}
 build=${2:-build}
-corpus=${CORPUS:-bench/data/w2v/brown.txt}
+brown=bench/data/w2v/brown.txt
+corpus=${CORPUS:-$brown}
 flags=${FLAGS:--cbow 0 -size 100 -window 5 -negative 5 -sample 1e-4 -min-count 5 -iter 5 -binary 1 -threads 1}
 w2v=$build/sgrad-w2v
 if ! nm "$w2v" 2>/dev/null | grep -q w2v_dist_start; then
     echo "w2v_mpi_rounds: $w2v is not built with MPI" >&2
     exit 2
 fi
-[ -s "$corpus" ] || bench/brown_corpus.sh "$corpus"
+me=w2v_mpi_rounds
+. "$(dirname "$0")/../bench_lib.sh"
+w2v_corpus_ready "$corpus" "$brown"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-me=w2v_mpi_rounds
-. "$(dirname "$0")/../w2v_rounds_lib.sh"
-# words/sec/thread (thousands) from the summary line of the log $1
-rate() {
-    local r
-    r=$(w2v_rate "$1") || return 1
-    echo "${r#* }"
-}
 read -r -a f <<<"$flags"
 for ((i = 1; i <= rounds; i++)); do
     run "$tmp/one.log" "$w2v" -train "$corpus" "${f[@]}" -seed 1 -output "$tmp/one.bin"
@@ -46,8 +42,8 @@ for ((i = 1; i <= rounds; i++)); do
     run "$tmp/p2.log" "$w2v" -train "$corpus" "${f[@]}" -seed 2 -output "$tmp/p2.bin"
     wait "$pid" || { echo "w2v_mpi_rounds: an independent run failed" >&2; cat "$tmp/p1.log" >&2; exit 1; }
     trap 'rm -rf "$tmp"' EXIT
-    one=$(rate "$tmp/one.log") && two=$(rate "$tmp/two.log") && p1=$(rate "$tmp/p1.log") &&
-        p2=$(rate "$tmp/p2.log") || exit 1
+    one=$(w2v_rate "$tmp/one.log") && two=$(w2v_rate "$tmp/two.log") && p1=$(w2v_rate "$tmp/p1.log") &&
+        p2=$(w2v_rate "$tmp/p2.log") || exit 1
     awk -v one="$one" -v two="$two" -v p1="$p1" -v p2="$p2" -v i="$i" 'BEGIN {
         slow = p1 < p2 ? p1 : p2
         printf "round %d: one process %.1fk words/s, 2 ranks %.1fk (%.2fx), two independent %.1fk (%.2fx)\n",
