@@ -276,8 +276,31 @@ static uint64_t le64(const unsigned char *p)
     return v;
 }
 
-/* Layout by hand: length, 8-byte alignment of the data, the checksum's hex digits, and
- * the offsets of one parameter whose values are known. */
+/* Signs the file b (n bytes) as format `version` by README "Checkpoints": format 2's
+ * checksum is the FNV-1a 64 of the whole file with its own 16 hex digits read as '0',
+ * format 1's that of the data section. */
+static void resign(unsigned char *b, long n, char version)
+{
+    uint64_t h = le64(b);
+    char *json = calloc(h + 1, 1);
+    memcpy(json, b + 8, h);
+    const char *fk = "\"sgrad.format\":\"", *ck = "\"sgrad.checksum\":\"fnv1a64:";
+    char *f = strstr(json, fk), *c = strstr(json, ck);
+    CHECK(f && c);
+    if (f && c) {
+        b[8 + (f - json) + strlen(fk)] = (unsigned char)version;
+        unsigned char *digits = b + 8 + (c - json) + strlen(ck);
+        memset(digits, '0', 16);
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx",
+                 (unsigned long long)(version == '1' ? fnv(b + 8 + h, (size_t)n - 8 - h) : fnv(b, (size_t)n)));
+        memcpy(digits, hex, 16);
+    }
+    free(json);
+}
+
+/* Layout by hand: length, 8-byte alignment of the data, the format version, the checksum
+ * (recomputed by resign), and the offsets of one parameter whose values are known. */
 TEST(layout_read_by_hand)
 {
     const char *path = tu_tmp_path("ckpt_layout");
@@ -295,10 +318,14 @@ TEST(layout_read_by_hand)
     char *json = calloc(h + 1, 1);
     memcpy(json, b + 8, h);
     CHECK(strstr(json, "\"x\":{\"dtype\":\"F64\",\"shape\":[2,3],\"data_offsets\":[0,48]}"));
-    char want[64];
-    snprintf(want, sizeof want, "\"sgrad.checksum\":\"fnv1a64:%016llx\"", (unsigned long long)fnv(b + 8 + h, sizeof v));
-    CHECK(strstr(json, want));
+    CHECK(strstr(json, "\"__metadata__\":{\"sgrad.format\":\"2\",\"sgrad.checksum\":\"fnv1a64:"));
+    unsigned char *signed_here = malloc((size_t)n);
+    memcpy(signed_here, b, (size_t)n);
+    memset(signed_here + 8 + (strstr(json, "fnv1a64:") - json) + 8, 'x', 16); /* resign must redo them */
+    resign(signed_here, n, '2');
+    CHECK(!memcmp(signed_here, b, (size_t)n));
     CHECK(!memcmp(b + 8 + h, v, sizeof v));
+    free(signed_here);
     free(json);
     free(b);
     sg_ctx_free(ctx);
@@ -373,23 +400,89 @@ TEST(flipped_bytes)
         b[i] ^= 0x10;
     }
     CHECK(data_refused == n - 8 - h);
-    for (long i = 0; i < 8 + h; i++) { /* header bytes: never a crash; refused ones change nothing */
-        b[i] ^= 0x41;
-        tu_write_bytes(bad, b, (size_t)n);
-        model u = make_model(OPT_SGD, 11), uref = make_model(OPT_SGD, 11);
-        int rc = load_unchanged(&u, &uref, bad);
-        header_refused += rc != SG_OK;
-        free_model(&u);
-        free_model(&uref);
-        b[i] ^= 0x41;
-    }
-    CHECK(header_refused > (8 + h) * 9 / 10);
-    printf("  %ld of %ld data flips and %ld of %ld header flips refused\n", data_refused, n - 8 - h,
-           header_refused, 8 + h);
+    /* every header byte (length included), each changed three ways: the checksum covers
+     * the header too (format 2) */
+    const unsigned char masks[3] = {0x01, 0x20, 0x41};
+    for (long i = 0; i < 8 + h; i++)
+        for (int k = 0; k < 3; k++) {
+            b[i] ^= masks[k];
+            tu_write_bytes(bad, b, (size_t)n);
+            int rc = load_unchanged(&t, &ref, bad);
+            sg_checkpoint_meta peek = {0, NULL, NULL};
+            int mrc = sg_checkpoint_read_meta(t.ctx, bad, &peek);
+            header_refused += rc == SG_ERR_FORMAT && mrc == SG_ERR_FORMAT;
+            if (rc != SG_ERR_FORMAT || mrc != SG_ERR_FORMAT) {
+                fprintf(stderr, "  header byte %ld ^ 0x%02x: load %s, read_meta %s\n", i, masks[k],
+                        sg_status_string(rc), sg_status_string(mrc));
+                sg_checkpoint_meta_free(t.ctx, &peek);
+                free_model(&t); /* a load that went through changed t */
+                free_model(&ref);
+                t = make_model(OPT_SGD, 11);
+                ref = make_model(OPT_SGD, 11);
+            }
+            b[i] ^= masks[k];
+        }
+    CHECK(header_refused == 3 * (8 + h));
+    printf("  %ld of %ld data flips and %ld of %ld header changes refused\n", data_refused, n - 8 - h,
+           header_refused, 3 * (8 + h));
     free(b);
     free_model(&m);
     free_model(&t);
     free_model(&ref);
+    remove(path);
+    remove(bad);
+}
+
+/* The probe's case: SGD(lr=0.1) saved, one bit flipped so the metadata reads lr 1.1, loaded
+ * into SGD(lr=0.1): refused, nothing changes. The same bytes signed by format 1's rule
+ * (data only) still load, so old files keep working and the flip is one only format 2
+ * sees. */
+TEST(flipped_learning_rate_bit_refused_format_1_still_loads)
+{
+    const char *path = tu_tmp_path("ckpt_lr"), *bad = tu_tmp_path("ckpt_lr_bad");
+    sg_sgd_opts so = {0.1, 0, 0, 0, 0};
+    int64_t sh[2] = {4, 2};
+    const char *nm[1] = {"W"};
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *w = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, sh), 1);
+    sg_tensor_fill(w, 1);
+    sg_optim *opt = sg_optim_sgd(ctx, &so);
+    sg_optim_add_param(opt, w);
+    CHECK_STATUS(ctx, sg_checkpoint_save(ctx, path, &w, 1, nm, opt, NULL), SG_OK);
+    long n;
+    unsigned char *b = slurp(path, &n);
+    const char *key = "\"sgrad.optim.lr\":\"0.10000000000000001\"";
+    unsigned char *at = NULL; /* the '0' before ".1" */
+    for (long i = 0; !at && i + (long)strlen(key) <= n; i++)
+        if (!memcmp(b + i, key, strlen(key))) at = b + i + strlen("\"sgrad.optim.lr\":\"");
+    CHECK(at != NULL);
+    if (at) *at ^= 1; /* "0.1..." -> "1.1..." */
+
+    sg_ctx *c2 = sg_ctx_new(NULL);
+    sg_tensor *w2 = sg_tensor_requires_grad(sg_tensor_new(c2, SG_F32, 2, sh), 1);
+    sg_optim *o2 = sg_optim_sgd(c2, &so);
+    sg_optim_add_param(o2, w2);
+    tu_write_bytes(bad, b, (size_t)n);
+    CHECK_STATUS(c2, sg_checkpoint_load(c2, bad, &w2, 1, nm, o2, NULL), SG_ERR_FORMAT);
+    CHECK(strstr(sg_ctx_message(c2), "checksum"));
+    CHECK(sg_optim_lr(o2) == 0.1 && sg_tensor_get(w2, 0) == 0);
+
+    resign(b, n, '1');
+    tu_write_bytes(bad, b, (size_t)n);
+    CHECK_STATUS(c2, sg_checkpoint_load(c2, bad, &w2, 1, nm, o2, NULL), SG_OK);
+    CHECK(sg_optim_lr(o2) == 1.1 && sg_tensor_get(w2, 0) == 1);
+    if (at) *at ^= 1; /* the unflipped file as format 1 */
+    resign(b, n, '1');
+    tu_write_bytes(bad, b, (size_t)n);
+    sg_tensor_fill(w2, 0);
+    CHECK_STATUS(c2, sg_checkpoint_load(c2, bad, &w2, 1, nm, o2, NULL), SG_OK);
+    CHECK(sg_optim_lr(o2) == 0.1 && sg_tensor_get(w2, 7) == 1);
+    b[n - 1] ^= 0x10; /* format 1 still checks its data */
+    tu_write_bytes(bad, b, (size_t)n);
+    CHECK_STATUS(c2, sg_checkpoint_load(c2, bad, &w2, 1, nm, o2, NULL), SG_ERR_FORMAT);
+    free(b);
+    sg_ctx_free(ctx);
+    sg_ctx_free(c2);
     remove(path);
     remove(bad);
 }
@@ -456,6 +549,7 @@ TEST(crafted_headers_refused)
         "{\"__metadata__\":{\"sgrad.format\":\"1\",\"sgrad.checksum\":\"@\",\"sgrad.checksum\":\"@\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         "{\"__metadata__\":{\"sgrad.format\":\"1\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         "{\"__metadata__\":{\"sgrad.format\":\"2\",\"sgrad.checksum\":\"@\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+        "{\"__metadata__\":{\"sgrad.format\":\"3\",\"sgrad.checksum\":\"@\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         "{\"__metadata__\":{\"sgrad.format\":\"1\",\"sgrad.checksum\":\"@\",\"sgrad.rng\":\"0\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         "{" META ",\"x\\q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
         "{" META ",\"x\\ud800\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",

@@ -1,6 +1,8 @@
 /* Atomic file output (io/io.h): temporary file in the destination's directory, fsync,
- * rename, fsync of the directory. Invariant: the destination path is only ever changed
- * by the rename of a complete, fsynced file. */
+ * rename, fsync of the directory. Invariants: the destination path is only ever changed
+ * by the rename of a complete, fsynced file; the destination is the file a path names
+ * after its symlinks are followed (so a link stays a link), and only a regular file or
+ * nothing is ever replaced; a replaced file keeps its permission bits. */
 #define _POSIX_C_SOURCE 200809L
 #include "io/io.h"
 
@@ -32,6 +34,54 @@ static char *dir_of(sg_ctx *ctx, const char *path)
     return d;
 }
 
+/* path with its symlinks followed (sg__malloc'd; the result may not exist yet), or NULL
+ * with *err set (0: out of memory). */
+static char *follow_links(sg_ctx *ctx, const char *path, int *err)
+{
+    char *cur = dup_str(ctx, path, NULL);
+    *err = 0;
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+        char *target = NULL;
+        ssize_t k = 0;
+        for (size_t cap = 256; cap <= ((size_t)1 << 20); cap *= 2) {
+            sg__free(ctx, target);
+            target = sg__malloc(ctx, cap);
+            if (!target) break;
+            k = readlink(cur, target, cap);
+            if (k < 0 || (size_t)k < cap) break;
+        }
+        if (!target || k < 0 || hops == 40) {
+            *err = !target ? 0 : k < 0 ? errno : ELOOP;
+            sg__free(ctx, target);
+            sg__free(ctx, cur);
+            return NULL;
+        }
+        target[k] = '\0';
+        char *next;
+        if (target[0] == '/') {
+            next = dup_str(ctx, target, NULL);
+        } else { /* relative to the link's directory */
+            char *dir = dir_of(ctx, cur);
+            char *dir_slash = dir ? dup_str(ctx, dir, "/") : NULL;
+            next = dir_slash ? dup_str(ctx, dir_slash, target) : NULL;
+            sg__free(ctx, dir_slash);
+            sg__free(ctx, dir);
+        }
+        sg__free(ctx, target);
+        sg__free(ctx, cur);
+        cur = next;
+    }
+    return NULL;
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
 static void release(sg__out *o)
 {
     if (!o->ctx) return;
@@ -56,31 +106,51 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
         o->ctx = NULL;
         return sg__failc(ctx, SG_ERR_ARG, "no output path given");
     }
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int err;
+    o->path = follow_links(ctx, path, &err);
+    if (!o->path) {
         o->ctx = NULL;
-        return sg__failc(ctx, SG_ERR_IO, "cannot write %s: it is a directory", path);
+        return err ? sg__failc(ctx, SG_ERR_IO, "cannot write %s: %s", path, strerror(err))
+                   : sg__status_or_nomem(ctx);
     }
-    o->path = dup_str(ctx, path, NULL);
-    o->buf = o->path ? sg__malloc(ctx, SG__OUT_BUF) : NULL;
+    /* checked before anything is created: a device, FIFO or socket is never replaced */
+    struct stat st;
+    bool exists = stat(o->path, &st) == 0, linked = strcmp(path, o->path) != 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s%s%s: it is %s", path, linked ? ", a link to " : "",
+                           linked ? o->path : "", S_ISDIR(st.st_mode) ? "a directory" : kind_of(st.st_mode));
+        release(o);
+        o->ctx = NULL;
+        return rc;
+    }
+    o->buf = sg__malloc(ctx, SG__OUT_BUF);
     char suffix[64];
     static unsigned counter;
     for (int attempt = 0; o->buf && attempt < 100; attempt++) {
         snprintf(suffix, sizeof suffix, ".tmp-%ld-%u", (long)getpid(), counter++);
         sg__free(ctx, o->tmp);
-        o->tmp = dup_str(ctx, path, suffix);
+        o->tmp = dup_str(ctx, o->path, suffix); /* beside the target, for the rename */
         if (!o->tmp) break;
-        o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        /* a replacement is private until it has the old file's mode; a new file gets
+         * 0666 minus the umask */
+        o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? 0600 : 0666);
         if (o->fd >= 0 || errno != EEXIST) break;
     }
-    if (o->fd < 0) {
-        int rc = o->buf && o->tmp ? fail(o, "cannot create a temporary file beside", errno)
-                                  : sg__status_or_nomem(ctx);
+    int rc = SG_OK;
+    if (o->fd < 0)
+        rc = o->buf && o->tmp ? fail(o, "cannot create a temporary file beside", errno)
+                              : sg__status_or_nomem(ctx);
+    else if (exists && fchmod(o->fd, st.st_mode & 0777) != 0)
+        rc = fail(o, "cannot give the old file's mode to a temporary file beside", errno);
+    if (rc) {
+        if (o->fd >= 0) {
+            close(o->fd);
+            unlink(o->tmp);
+        }
         release(o);
         o->ctx = NULL;
-        return rc;
     }
-    return SG_OK;
+    return rc;
 }
 
 /* Writes all of buf[0..n) to the temporary file, through the context's hook. */

@@ -9,8 +9,10 @@
  * - Loading reads the whole file into one buffer (its size bounds every allocation: the
  *   header's entries and strings are at most its length), validates everything, allocates
  *   what the commit needs, and only then writes (commit cannot fail).
- * - The data section's checksum (FNV-1a 64) is computed by a first pass over the bytes the
- *   second pass writes: both run the same emitter.
+ * - The checksum (FNV-1a 64, "sgrad.checksum") covers the whole file, its own 16 hex digits
+ *   read as '0': the save builds the header with zero digits, hashes it and then the data
+ *   by a first pass of the emitter the write pass runs again, and patches the digits in.
+ *   Format 1 files (whose checksum covers the data section only) still load.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "io/io.h"
@@ -22,7 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FORMAT_VERSION "1"
+#define FORMAT_VERSION "2"      /* the checksum covers the whole file */
+#define FORMAT_VERSION_DATA "1" /* read only: the checksum covers the data section */
 #define MAX_HEADER ((uint64_t)1 << 30)
 
 static bool host_little_endian(void)
@@ -446,15 +449,16 @@ static int check_meta_keys(sg_ctx *ctx, const sg_checkpoint_meta *meta)
 
 /* ---- save */
 
+/* The header with the checksum's 16 hex digits "0"; *digits_at gets their offset in b. */
 static void header_json(strbuf *b, const entries *es, sg_ctx *ctx, const sg_optim *optim,
-                        const sg_checkpoint_meta *meta, uint64_t checksum)
+                        const sg_checkpoint_meta *meta, size_t *digits_at)
 {
     char num[80];
     sb_str(b, "{\"__metadata__\":{");
     bool first = true;
     sb_kv(b, &first, "sgrad.format", FORMAT_VERSION);
-    snprintf(num, sizeof num, "fnv1a64:%016llx", (unsigned long long)checksum);
-    sb_kv(b, &first, "sgrad.checksum", num);
+    sb_kv(b, &first, "sgrad.checksum", "fnv1a64:0000000000000000");
+    *digits_at = b->n - 17; /* before the closing quote */
     snprintf(num, sizeof num, "%016llx%016llx%016llx%016llx", (unsigned long long)ctx->rng[0],
              (unsigned long long)ctx->rng[1], (unsigned long long)ctx->rng[2],
              (unsigned long long)ctx->rng[3]);
@@ -520,17 +524,23 @@ int sg_checkpoint_save(sg_ctx *ctx, const char *path, sg_tensor *const *params, 
     unsigned char *rowbuf = sg__malloc(ctx, 2 * rowmax + 16);
     strbuf hb = {ctx, NULL, 0, 0, false};
     if (!rowbuf) rc = SG_ERR_NOMEM;
-    sink hash = {NULL, FNV_OFFSET, 0};
-    for (int64_t i = 0; i < es.n && !rc; i++) rc = emit(optim, &es.e[i], &hash, rowbuf);
+    size_t digits_at = 0;
     if (!rc) {
-        header_json(&hb, &es, ctx, optim, meta, hash.h);
+        header_json(&hb, &es, ctx, optim, meta, &digits_at);
         if (hb.nomem) rc = sg__failc(ctx, SG_ERR_NOMEM, "checkpoint: out of memory");
+    }
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
+    if (!rc) { /* the checksum: length, header (zero digits), data */
+        sink hash = {NULL, fnv1a(fnv1a(FNV_OFFSET, len, 8), hb.s, hb.n), 0};
+        for (int64_t i = 0; i < es.n && !rc; i++) rc = emit(optim, &es.e[i], &hash, rowbuf);
+        char digits[17];
+        snprintf(digits, sizeof digits, "%016llx", (unsigned long long)hash.h);
+        memcpy(hb.s + digits_at, digits, 16);
     }
     sg__out o;
     if (!rc) rc = sg__out_open(ctx, path, &o);
     if (!rc) {
-        unsigned char len[8];
-        for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
         sink out = {&o, 0, 0};
         rc = sg__out_write(&o, len, 8);
         if (!rc) rc = sg__out_write(&o, hb.s, hb.n);
@@ -557,7 +567,11 @@ typedef struct {
 
 typedef struct {
     sg_ctx *ctx;
+    const unsigned char *file; /* the whole file (file_size bytes) */
+    uint64_t file_size;
     const char *start, *p, *end; /* the header; p: its unread part */
+    const char *sum_token;       /* the raw JSON string of "sgrad.checksum", quotes included */
+    size_t sum_token_len;
     char *strings;       /* decoded strings, each NUL-terminated (at most the header's size) */
     size_t str_used;
     ftensor *t;
@@ -709,8 +723,14 @@ static int read_metadata(reader *r)
     do {
         char *k = read_string(r);
         if (!k || !eat(r, ':')) return bad(r, "expected ':' in __metadata__");
+        ws(r);
+        const char *token = r->p;
         char *v = read_string(r);
         if (!v) return r->rc;
+        if (!strcmp(k, "sgrad.checksum")) {
+            r->sum_token = token;
+            r->sum_token_len = (size_t)(r->p - token);
+        }
         for (int64_t i = 0; i < r->nm; i++)
             if (!strcmp(r->m[i].key, k)) return bad(r, "duplicate key in __metadata__");
         struct kv *g = sg__grow(r->ctx, r->m, &r->cap_m, r->nm, sizeof *g, 16);
@@ -980,10 +1000,9 @@ static int parse_rng(const char *s, uint64_t rng[4])
     return rng[0] | rng[1] | rng[2] | rng[3] ? 0 : -1; /* xoshiro's state is never all zero */
 }
 
-/* Validation and commit of a header already read (r) over data[0..data_len). */
 /* Checks what every load needs, whatever it restores: the offsets tile the data section,
- * the checksum and format version match, the RNG state parses (into rng), no name repeats.
- * Leaves r's tensors sorted by name. */
+ * the format version is known and its checksum matches, the RNG state parses (into rng),
+ * no name repeats. Leaves r's tensors sorted by name. */
 static int verify(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t data_len, uint64_t rng[4])
 {
     /* offsets: sorted by begin they must tile [0, data_len) exactly (a header of no
@@ -999,15 +1018,32 @@ static int verify(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t da
     if (at != data_len)
         return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: tensors cover %llu bytes of a data section of %llu",
                          (unsigned long long)at, (unsigned long long)data_len);
-    const char *sum = meta_of(r, "sgrad.checksum");
-    char want[40];
-    snprintf(want, sizeof want, "fnv1a64:%016llx", (unsigned long long)fnv1a(FNV_OFFSET, data, (size_t)data_len));
-    if (!sum || strcmp(sum, want))
-        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: checksum %s, the data gives %s", sum ? sum : "missing", want);
     const char *ver = meta_of(r, "sgrad.format");
-    if (!ver || strcmp(ver, FORMAT_VERSION))
-        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: format version %s (this library reads %s)",
-                         ver ? ver : "missing", FORMAT_VERSION);
+    bool whole_file = ver && !strcmp(ver, FORMAT_VERSION);
+    if (!whole_file && (!ver || strcmp(ver, FORMAT_VERSION_DATA)))
+        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: format version %s (this library reads %s and %s)",
+                         ver ? ver : "missing", FORMAT_VERSION_DATA, FORMAT_VERSION);
+    const char *sum = meta_of(r, "sgrad.checksum");
+    if (!sum) return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: checksum missing");
+    uint64_t h = FNV_OFFSET;
+    if (!whole_file) {
+        h = fnv1a(h, data, (size_t)data_len);
+    } else {
+        /* exactly "fnv1a64:" and 16 characters, no escapes: its digits read as '0' */
+        if (r->sum_token_len != 26 || memcmp(r->sum_token, "\"fnv1a64:", 9))
+            return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: checksum %s is not fnv1a64: and 16 hex digits", sum);
+        size_t digits = (size_t)((const unsigned char *)r->sum_token + 9 - r->file);
+        char zeros[16];
+        memset(zeros, '0', sizeof zeros);
+        h = fnv1a(h, r->file, digits);
+        h = fnv1a(h, zeros, sizeof zeros);
+        h = fnv1a(h, r->file + digits + 16, (size_t)(r->file_size - digits - 16));
+    }
+    char want[40];
+    snprintf(want, sizeof want, "fnv1a64:%016llx", (unsigned long long)h);
+    if (strcmp(sum, want))
+        return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: checksum %s, the %s gives %s", sum,
+                         whole_file ? "file" : "data", want);
     if (parse_rng(meta_of(r, "sgrad.rng"), rng)) return sg__failc(ctx, SG_ERR_FORMAT, "checkpoint: bad sgrad.rng");
     if (r->nt > 1) qsort(r->t, (size_t)r->nt, sizeof *r->t, cmp_name);
     for (int64_t i = 1; i < r->nt; i++)
@@ -1187,10 +1223,12 @@ static int restore(sg_ctx *ctx, reader *r, const unsigned char *data, uint64_t d
  * reader_free); *buf holds the file. */
 static int open_file(sg_ctx *ctx, const char *path, reader *r, unsigned char **buf, uint64_t *size)
 {
-    *r = (reader){ctx, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, NULL, 0, 0, SG_OK};
+    *r = (reader){.ctx = ctx, .rc = SG_OK};
     *buf = NULL;
     int rc = slurp(ctx, path, buf, size);
     if (rc) return rc;
+    r->file = *buf;
+    r->file_size = *size;
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)(*buf)[i] << (8 * i);
     if (hlen > *size - 8 || hlen > MAX_HEADER || hlen < 2)

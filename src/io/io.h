@@ -24,10 +24,13 @@ typedef struct {
 
 #define SG__OUT_BUF ((size_t)1 << 16)
 
-/* Creates the temporary file for an atomic save to path. Checks what can be checked before
- * any long work: the directory exists and is writable, path is not a directory. On error
- * records SG_ERR_IO (naming path and the reason) and returns it; *o is then inert (abort
- * is a no-op). */
+/* Creates the temporary file for an atomic save to path. A symlink is followed: its final
+ * target is the file replaced (the link stays). Checks what can be checked before any long
+ * work: the directory exists and is writable, the target is a regular file or does not
+ * exist (a directory, device, FIFO or socket is refused before anything is created). A
+ * replaced file's permission bits go to the new one; a new file gets 0666 minus the umask.
+ * On error records SG_ERR_IO (naming path and the reason) and returns it; *o is then
+ * inert (abort is a no-op). */
 int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o);
 /* Appends n bytes (buffered). Returns o->status: once a write failed, later calls do
  * nothing and return the same error. */
