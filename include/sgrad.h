@@ -175,7 +175,9 @@ SG_API sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const
  * its state is freed, sg_optim_param_count drops by one, the later parameters move down
  * one index). An optimizer's state tensor (sg_optim_state) or a word-vector table
  * (sg_wordvec_vectors) is refused: SG_ERR_STATE on its context, nothing freed (its owner
- * frees it). */
+ * frees it). A tensor that an op recorded on the current tape uses (an input, an index
+ * tensor) dies for the caller at once (as above; it gets no gradient and no fused update)
+ * but its memory, which the backward reads, is released at sg_tape_reset. */
 SG_API void sg_tensor_free(sg_tensor *t);
 
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL
@@ -266,9 +268,10 @@ SG_API int sg_backward(sg_tensor *loss);
  * or COO). out may be a leaf that requires grad: then grad_out is added to its stored
  * gradient (as a gradient reaching it from an op would be) and nothing else runs.
  * grad_out is borrowed, not copied: a leaf's gradient may be grad_out itself, so keep it
- * alive and unchanged until sg_tape_reset. Errors: SG_ERR_NULL, SG_ERR_SHAPE (shape or
- * dtype differs), SG_ERR_STATE (out does not require grad: a leaf without requires_grad,
- * or an op result none of whose inputs needed a gradient). */
+ * alive and unchanged until sg_tape_reset. Errors: SG_ERR_NULL, SG_ERR_DTYPE (grad_out's
+ * dtype differs from out's), SG_ERR_SHAPE (its shape differs), SG_ERR_STATE (out does not
+ * require grad: a leaf without requires_grad, or an op result none of whose inputs needed
+ * a gradient). */
 SG_API int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out);
 
 /* The gradient accumulated for t since the last sg_tape_reset: dense or COO (both mean the
@@ -279,9 +282,9 @@ SG_API sg_tensor *sg_tensor_grad(const sg_tensor *t);
  * shape and dtype, borrowed (never written by the library: a later accumulation copies
  * it first), so keep it alive and unchanged until sg_tape_reset. t joins the gradient
  * store if it had no gradient. For code that transforms gradients between sg_backward
- * and sg_optim_step (a distributed reduce). Errors: SG_ERR_NULL, SG_ERR_SHAPE (shape or
- * dtype differs), SG_ERR_ARG (t not a leaf, or of another context than grad), SG_ERR_STATE
- * (t does not require grad); nothing changes on error. */
+ * and sg_optim_step (a distributed reduce). Errors: SG_ERR_NULL, SG_ERR_DTYPE (dtype
+ * differs), SG_ERR_SHAPE (shape differs), SG_ERR_ARG (t not a leaf, or of another context
+ * than grad), SG_ERR_STATE (t does not require grad); nothing changes on error. */
 SG_API int sg_tensor_set_grad(sg_tensor *t, sg_tensor *grad);
 /* The gradient store lists only the leaves that received a gradient, in the order they got
  * it: iteration is O(leaves with gradients). */
@@ -345,7 +348,8 @@ SG_API sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
 SG_API sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
 /* (N,D) . (N,D) -> (N): row-wise dot products. */
 SG_API sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b);
-/* Views and copies. reshape: same numel, one dim may be -1; a view (no copy). */
+/* Views and copies. reshape: same numel, one dim may be -1; a view (no copy);
+ * SG_ERR_SHAPE when the counts differ or the target's product overflows int64_t. */
 SG_API sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);
 /* Swaps two dims; a contiguous copy for dense a; 2-D COO a gives a COO result. */
 SG_API sg_tensor *sg_transpose(sg_tensor *a, int dim0, int dim1);
@@ -530,9 +534,10 @@ typedef struct {
 } sg_gradcheck_result;
 
 /* Compares the full Jacobian of f (via one backward per output element) with central
- * finite differences for every input that requires grad; inputs must be persistent f64
- * tensors (dense or COO). Resets the tape. Returns SG_OK if all match within
- * atol + rtol * |numerical|, SG_ERR_GRADCHECK if not (details in res), or another error. */
+ * finite differences for every input that requires grad; inputs must be tensors of ctx
+ * (else SG_ERR_ARG) and, where they require grad, persistent f64 tensors (dense or COO).
+ * Resets the tape. Returns SG_OK if all match within atol + rtol * |numerical|,
+ * SG_ERR_GRADCHECK if not (details in res), or another error. */
 SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
                  sg_tensor *const *inputs, const sg_gradcheck_opts *opts,
                  sg_gradcheck_result *res);
@@ -579,7 +584,8 @@ SG_API int sg_gradcheck(sg_ctx *ctx, sg_gradcheck_fn f, void *ud, int n_inputs,
  * Lifetime: a parameter belongs to at most one optimizer. Freeing a parameter
  * (sg_tensor_free) unregisters it from its optimizer; sg_ctx_free frees the optimizers
  * still alive. Any order of sg_tensor_free, sg_optim_free and sg_ctx_free is safe, as long
- * as no handle is used after the call that freed it (sg_ctx_free frees them all).
+ * as no handle is used after the call that freed it (sg_ctx_free frees them all), also
+ * between an op and its backward: the tape keeps what its ops use until sg_tape_reset.
  * An optimizer is used by one thread at a time; its kernels use the context's threads and
  * are bitwise deterministic for any thread count. Optimizers that sum duplicate rows keep
  * 8 bytes of scratch per row of their largest parameter (grouping without a sort); a step
@@ -666,7 +672,9 @@ SG_API sg_optim *sg_optim_adam(sg_ctx *ctx, const sg_adam_opts *opts);
  * With a dense gradient every row is touched and LazyAdam equals Adam. */
 SG_API sg_optim *sg_optim_lazy_adam(sg_ctx *ctx, const sg_adam_opts *opts);
 /* Frees the optimizer and its state tensors and detaches its parameters (they stay alive).
- * NULL: no-op. Not after sg_ctx_free of its context, which already freed it. */
+ * NULL: no-op. Not after sg_ctx_free of its context, which already freed it. While an op
+ * fused into opt (fused = opt) is on the tape, the free completes at sg_tape_reset: until
+ * then that op's backward still applies opt's update and the parameters stay attached. */
 SG_API void sg_optim_free(sg_optim *opt);
 
 /* Registers a persistent dense f32/f64 parameter and allocates its state (zeros; Adagrad's
@@ -750,10 +758,13 @@ typedef struct sg_wordvec sg_wordvec;
  * frequent first by convention, as text (binary 0) or binary (1). Text values have 9
  * significant digits, so f32 values read back exactly. The save is atomic: a temporary
  * file beside path, fsynced and renamed over it, so an error or a killed process leaves
- * the previous file. Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT, SG_ERR_DTYPE,
- * SG_ERR_SHAPE (not 2-D, D outside 1..2^20), SG_ERR_ARG (a word outside the contract, a
- * repeated word, a value not finite as f32; all checked before any file is touched),
- * SG_ERR_IO; recorded on table's ctx. */
+ * the previous file. A symlink is followed (its target is replaced, the link stays); a
+ * replaced file keeps its permission bits, a new one gets 0666 minus the umask; a path
+ * that is a directory, device, FIFO or socket is refused (SG_ERR_IO) and left as it is.
+ * Returns SG_OK, or SG_ERR_NULL, SG_ERR_LAYOUT, SG_ERR_DTYPE, SG_ERR_SHAPE (not 2-D, D
+ * outside 1..2^20), SG_ERR_ARG (a word outside the contract, a repeated word, a value not
+ * finite as f32; all checked before any file is touched), SG_ERR_IO; recorded on table's
+ * ctx. */
 SG_API int sg_wordvec_write(const char *path, const sg_tensor *table, const char *const *words,
                      int binary);
 /* Reads a file in word2vec's text (binary 0) or binary (1) format, or either (-1: told
@@ -795,9 +806,11 @@ SG_API int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
  *   "optim/<name>/lr_run_start" (n) int64 / "optim/<name>/lr_run_lr" (n) f64. Those pairs
  *   of row indices and row values are the only sparse data in a checkpoint;
  * - metadata: the user's string pairs, and the library's keys, all starting "sgrad.": the
- *   format version, an FNV-1a 64-bit checksum of the data section, the context's random
- *   generator state, and with an optimizer its kind, step count, base learning rate,
- *   hyperparameters and schedule (kind, steps, end_factor; a callback is not saved).
+ *   format version (2), an FNV-1a 64-bit checksum of the whole file (length, header and
+ *   data, its own 16 hex digits read as '0'; files of format 1, whose checksum covers the
+ *   data section only, still load), the context's random generator state, and with an
+ *   optimizer its kind, step count, base learning rate, hyperparameters and schedule
+ *   (kind, steps, end_factor; a callback is not saved).
  * Resuming is exact: in deterministic mode, N steps, a save, a load into a fresh context
  * with fresh tensors and a fresh optimizer, and M more steps give bitwise the parameters of
  * N + M steps without a stop (the save does not flush; it keeps the lazy bookkeeping).
@@ -816,11 +829,14 @@ typedef struct {
  * params) and meta (may be NULL) to path, atomically: a temporary file beside path is
  * written, fsynced and renamed over it, so path holds the previous file or the whole new
  * one, whatever happens (a process killed mid-save may leave a stray "path.tmp-*" file).
+ * A symlink is followed (its target is replaced, the link stays); a replaced file keeps
+ * its permission bits, a new one gets 0666 minus the umask.
  * Names are non-empty, unique, not "__metadata__" and not starting with "optim/". Changes
  * nothing in memory. Errors (recorded on ctx, checked before the file is opened):
  * SG_ERR_NULL, SG_ERR_ARG (a bad or duplicate name or key, n_params < 0, an optimizer
  * parameter missing from params, tensors of another context), SG_ERR_LAYOUT (a COO
- * tensor), then SG_ERR_IO (path unwritable, a write failed: path untouched), SG_ERR_NOMEM. */
+ * tensor), then SG_ERR_IO (path unwritable; a directory, device, FIFO or socket; a write
+ * failed: path untouched), SG_ERR_NOMEM. */
 SG_API int sg_checkpoint_save(sg_ctx *ctx, const char *path, sg_tensor *const *params,
                               int64_t n_params, const char *const *names, sg_optim *optim,
                               const sg_checkpoint_meta *meta);
@@ -839,11 +855,11 @@ SG_API int sg_checkpoint_save(sg_ctx *ctx, const char *path, sg_tensor *const *p
  * Errors: SG_ERR_NULL, SG_ERR_ARG (names as for save), SG_ERR_LAYOUT, SG_ERR_IO (cannot
  * open or read), SG_ERR_FORMAT (not a valid sgrad safetensors file: bad JSON, a header
  * longer than the file, offsets that overlap or leave gaps, a size that disagrees with
- * dtype and shape, a checksum mismatch; the message says which), SG_ERR_DTYPE /
- * SG_ERR_SHAPE (a tensor saved with another dtype / shape), SG_ERR_STATE (a name missing
- * from the file or an extra tensor in it, an optimizer of another kind, other
- * hyperparameters or other parameters), SG_ERR_NOMEM. Memory: the file's size plus its
- * header's, however large the header claims the tensors are. */
+ * dtype and shape, a checksum mismatch, header bytes included; the message says which),
+ * SG_ERR_DTYPE / SG_ERR_SHAPE (a tensor saved with another dtype / shape), SG_ERR_STATE
+ * (a name missing from the file or an extra tensor in it, an optimizer of another kind,
+ * other hyperparameters or other parameters), SG_ERR_NOMEM. Memory: the file's size plus
+ * its header's, however large the header claims the tensors are. */
 SG_API int sg_checkpoint_load(sg_ctx *ctx, const char *path, sg_tensor *const *params,
                               int64_t n_params, const char *const *names, sg_optim *optim,
                               sg_checkpoint_meta *meta_out);

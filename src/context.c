@@ -76,13 +76,15 @@ sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
 void sg_ctx_free(sg_ctx *ctx)
 {
     if (!ctx) return;
-    /* Optimizers first: they hold parameters and their state is persistent tensors. */
+    /* The tape first, so that nothing below waits for it (and what the caller freed
+     * during the step goes); then the optimizers: they hold parameters and their state is
+     * persistent tensors. */
+    sg_tape_reset(ctx);
     while (ctx->optims) sg_optim_free(ctx->optims);
     while (ctx->persistent) {
         ctx->persistent->owner_frees = false; /* the context's end frees what owners left */
         sg_tensor_free(ctx->persistent);
     }
-    sg_tape_reset(ctx);
     sg__arena_free_all(ctx);
     sg__free(ctx, ctx->store);
     sg_allocator a = ctx->alloc;

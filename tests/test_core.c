@@ -106,7 +106,8 @@ TEST(accessors_of_tensors)
 
 /* sg_backward_grad on a leaf adds grad_out to its gradient, borrowing grad_out (no copy);
  * a second call accumulates without changing grad_out. A leaf that does not require grad
- * is SG_ERR_STATE, a mismatched gradient SG_ERR_SHAPE. */
+ * is SG_ERR_STATE, a gradient of another shape SG_ERR_SHAPE, of another dtype SG_ERR_DTYPE
+ * naming both (before, SG_ERR_SHAPE "gradient (3) does not match output (3)"). */
 TEST(backward_grad_on_a_leaf)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);
@@ -125,7 +126,13 @@ TEST(backward_grad_on_a_leaf)
     sg_tensor *wrong = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){4});
     CHECK_STATUS(ctx, sg_backward_grad(x, wrong), SG_ERR_SHAPE);
     sg_tensor *f32 = sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){3});
-    CHECK_STATUS(ctx, sg_backward_grad(x, f32), SG_ERR_SHAPE);
+    CHECK_STATUS(ctx, sg_backward_grad(x, f32), SG_ERR_DTYPE);
+    CHECK(strstr(sg_ctx_message(ctx), "f32") && strstr(sg_ctx_message(ctx), "f64"));
+    sg_tensor *x32 = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 1, (int64_t[]){3}), 1);
+    CHECK_STATUS(ctx, sg_backward_grad(tscale(x, 2), f32), SG_ERR_DTYPE); /* an op's output */
+    CHECK_STATUS(ctx, sg_tensor_set_grad(x32, g), SG_ERR_DTYPE);
+    CHECK(strstr(sg_ctx_message(ctx), "f64") && strstr(sg_ctx_message(ctx), "f32"));
+    CHECK(sg_tensor_grad(x32) == NULL && sg_grads_count(ctx) == 1);
     sg_tensor *c = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){3});
     CHECK_STATUS(ctx, sg_backward_grad(c, g), SG_ERR_STATE);
     CHECK(sg_tensor_grad(c) == NULL);
@@ -456,6 +463,28 @@ TEST(huge_shape_with_a_zero_dim_is_rejected)
     int64_t big = (int64_t)1 << 62;
     CHECK(sg_tensor_new(ctx, SG_F32, 3, (int64_t[]){0, big, big}) == NULL);
     CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_free(ctx);
+}
+
+/* A reshape target whose dims multiply past INT64_MAX is SG_ERR_SHAPE (before, the
+ * product overflowed, undefined behaviour that UBSan reports, and wrapped to a count that
+ * could match: 4 * (2^62 + 1) wraps to 4, so (2^62 + 1, 4) was accepted as a view of 4
+ * elements). Dims whose product fits, or that hold a 0, are unaffected. */
+TEST(reshape_refuses_a_target_whose_size_overflows)
+{
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg_tensor *t = sg_tensor_from_data(ctx, SG_F64, 1, (int64_t[]){4}, (double[]){0, 1, 2, 3});
+    const int64_t big = ((int64_t)1 << 62) + 1;
+    CHECK(sg_reshape(t, 2, (int64_t[]){big, 4}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_clear_error(ctx);
+    CHECK(sg_reshape(t, 3, (int64_t[]){INT64_MAX, 2, -1}) == NULL);
+    CHECK_STATUS(ctx, sg_ctx_status(ctx), SG_ERR_SHAPE);
+    sg_ctx_clear_error(ctx);
+    sg_tensor *r = sg_reshape(t, 3, (int64_t[]){2, -1, 1});
+    CHECK(r && sg_tensor_dim(r, 1) == 2 && sg_tensor_get(r, 3) == 3);
+    sg_tensor *e = sg_tensor_new(ctx, SG_F64, 1, (int64_t[]){0});
+    CHECK(sg_reshape(e, 3, (int64_t[]){0, (int64_t)1 << 20, (int64_t)1 << 20}) != NULL);
     sg_ctx_free(ctx);
 }
 

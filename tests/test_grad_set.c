@@ -31,7 +31,7 @@ TEST(set_grad_replaces_and_is_what_the_optimizer_applies)
     sg_tensor *wrong = sg_tensor_new_tmp(ctx, SG_F64, 2, (int64_t[]){2, 3});
     sg_tensor *f32 = sg_tensor_new_tmp(ctx, SG_F32, 2, (int64_t[]){3, 2});
     CHECK_STATUS(ctx, sg_tensor_set_grad(w, wrong), SG_ERR_SHAPE);
-    CHECK_STATUS(ctx, sg_tensor_set_grad(w, f32), SG_ERR_SHAPE);
+    CHECK_STATUS(ctx, sg_tensor_set_grad(w, f32), SG_ERR_DTYPE);
     CHECK_STATUS(ctx, sg_tensor_set_grad(w, NULL), SG_ERR_NULL);
     CHECK_STATUS(ctx, sg_tensor_set_grad(frozen, one), SG_ERR_STATE);
     CHECK(sg_tensor_set_grad(NULL, one) == SG_ERR_NULL);

@@ -876,4 +876,30 @@ TEST(checker_reports_a_wrong_gradient)
     sg_ctx_free(r.ctx);
 }
 
+/* sum(x * x) of the first input; the second is only passed along. */
+static sg_tensor *f_sum_sq_first(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    (void)ctx;
+    (void)ud;
+    return sg_sum(sg_mul(in[0], in[0]));
+}
+
+/* An input of another context is refused with SG_ERR_ARG, and that context's gradient is
+ * left alone. Before, sg_gradcheck took its stale gradient (2, from a backward run there)
+ * for the analytical derivative and reported SG_ERR_GRADCHECK against the numerical 0. */
+TEST(gradcheck_refuses_an_input_of_another_context)
+{
+    sg_ctx *a = sg_ctx_new(NULL), *b = sg_ctx_new(NULL);
+    sg_tensor *x = sg_tensor_requires_grad(sg_tensor_from_data(a, SG_F64, SHAPE(3), (double[]){1, 1, 1}), 1);
+    sg_tensor *y = sg_tensor_requires_grad(sg_tensor_from_data(b, SG_F64, SHAPE(3), (double[]){1, 1, 1}), 1);
+    CHECK_STATUS(b, sg_backward(sg_sum(sg_mul(y, y))), SG_OK);
+    sg_gradcheck_result res;
+    CHECK_STATUS(a, sg_gradcheck(a, f_sum_sq_first, NULL, 2, (sg_tensor *[]){x, y}, NULL, &res), SG_ERR_ARG);
+    CHECK(strstr(sg_ctx_message(a), "two contexts") != NULL);
+    CHECK(sg_tensor_grad(y) && sg_tensor_get(sg_tensor_grad(y), 0) == 2.0);
+    CHECK_STATUS(a, sg_gradcheck(a, f_sum_sq_first, NULL, 1, (sg_tensor *[]){x}, NULL, &res), SG_OK);
+    sg_ctx_free(a);
+    sg_ctx_free(b);
+}
+
 TEST_MAIN()

@@ -216,6 +216,111 @@ TEST(every_order_of_freeing_is_safe)
     }
 }
 
+/* ---- freeing what the tape still uses */
+
+static sg_tensor *rows_131(sg_ctx *ctx) /* a persistent index tensor, so it can be freed */
+{
+    return sg_tensor_from_data(ctx, SG_I64, 1, (int64_t[]){3}, (int64_t[]){1, 3, 1});
+}
+
+static sg_tensor *lookup(sg_tensor *W, sg_tensor *idx, sg_optim *fused)
+{
+    return sg_embedding(W, idx, &(sg_embedding_opts){.padding_idx = -1, .fused = fused});
+}
+
+/* sg_optim_free between a fused op and its backward: the backward still applies the
+ * update (W ends as in a run that freed the optimizer after the step; for SGD, W's rows
+ * minus lr times how often the lookup names them), and the optimizer goes at the reset.
+ * Before, the backward called the freed optimizer (ASan: heap-use-after-free). */
+TEST(an_optimizer_freed_before_its_fused_backward_lives_until_the_reset)
+{
+    for (int k = 0; k < N_KINDS; k++) {
+        sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+        sg_ctx *ref = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+        sg_tensor *W = param(ctx, 5, 3, 0.5), *rW = param(ref, 5, 3, 0.5);
+        sg_optim *opt = kinds[k].mk(ctx), *ropt = kinds[k].mk(ref);
+        sg_optim_add_param(opt, W);
+        sg_optim_add_param(ropt, rW);
+        sg_tensor *loss = sg_sum(lookup(W, rows_131(ctx), opt));
+        sg_tensor *rloss = sg_sum(lookup(rW, rows_131(ref), ropt));
+        sg_optim_free(opt);
+        CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+        CHECK_STATUS(ref, sg_backward(rloss), SG_OK);
+        CHECK(memcmp(sg_tensor_data(W), sg_tensor_data(rW), 15 * sizeof(double)) == 0);
+        if (k == 0) {
+            const double *w = sg_tensor_f64(W);
+            const double times[5] = {0, 2, 0, 1, 0};
+            for (int i = 0; i < 15; i++) CHECK_NEAR(w[i], 0.5 + 0.01 * i - 0.1 * times[i / 3], 1e-12);
+        }
+        CHECK(W->optim_state != NULL); /* attached until the reset */
+        sg_tape_reset(ctx);
+        CHECK(W->optim_state == NULL && ctx->optims_released == NULL);
+        CHECK_STATUS(ctx, sg_optim_add_param(kinds[k].mk(ctx), W), SG_OK);
+        if (tu_failures) fprintf(stderr, "  (kind %s)\n", kinds[k].name);
+        sg_ctx_free(ctx);
+        sg_ctx_free(ref);
+    }
+    /* freed mid-step and never reset: the context's end frees it (LSan) */
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    sg_tensor *W = param(ctx, 5, 3, 0.5);
+    sg_optim *opt = mk_adam(ctx);
+    sg_optim_add_param(opt, W);
+    CHECK(lookup(W, rows_131(ctx), opt) != NULL);
+    sg_optim_free(opt);
+    sg_tensor_free(W);
+    sg_ctx_free(ctx);
+}
+
+/* sg_tensor_free of a table between its lookup (plain or fused) and the backward: the
+ * table leaves its optimizer and gets no gradient and no update, while the other operand
+ * still gets its gradient, the table's rows as the lookup read them; its memory goes at
+ * the reset. Before, the backward read the freed table (ASan: heap-use-after-free). */
+TEST(a_table_freed_before_the_backward_is_released_at_the_reset)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    sg_optim *opt = mk_sgd(ctx);
+    for (int fused = 0; fused < 2; fused++) {
+        sg_tensor *W = param(ctx, 5, 3, 0.5), *X = param(ctx, 3, 3, -1.0);
+        sg_optim_add_param(opt, W);
+        sg_tensor *loss = sg_sum(sg_mul(lookup(W, rows_131(ctx), fused ? opt : NULL), X));
+        sg_tensor_free(W);
+        CHECK(sg_optim_param_count(opt) == 0);
+        CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+        CHECK(sg_grads_count(ctx) == 1 && sg_grads_param(ctx, 0) == X);
+        const int64_t rows[3] = {1, 3, 1};
+        for (int i = 0; i < 9; i++)
+            CHECK(sg_tensor_get(sg_tensor_grad(X), i) == 0.5 + 0.01 * (double)(rows[i / 3] * 3 + i % 3));
+        CHECK(ctx->released != NULL);
+        sg_tape_reset(ctx);
+        CHECK(ctx->released == NULL);
+        sg_tensor_free(X);
+        if (tu_failures) fprintf(stderr, "  (fused %d)\n", fused);
+    }
+    sg_ctx_free(ctx);
+}
+
+/* sg_tensor_free of the index tensor between the lookup and the backward: W's gradient
+ * still names rows 1, 3, 1 (row 1 twice) and the step applies it. Before, the backward
+ * read the freed indices (ASan: heap-use-after-free). */
+TEST(an_index_tensor_freed_before_the_backward_is_released_at_the_reset)
+{
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 1});
+    sg_tensor *W = param(ctx, 5, 3, 0.5);
+    sg_optim *opt = mk_sgd(ctx);
+    sg_optim_add_param(opt, W);
+    sg_tensor *idx = rows_131(ctx);
+    sg_tensor *loss = sg_sum(lookup(W, idx, NULL));
+    sg_tensor_free(idx);
+    CHECK_STATUS(ctx, sg_backward(loss), SG_OK);
+    CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+    const double times[5] = {0, 2, 0, 1, 0};
+    for (int i = 0; i < 15; i++)
+        CHECK_NEAR(sg_tensor_f64(W)[i], 0.5 + 0.01 * i - 0.1 * times[i / 3], 1e-12);
+    sg_tape_reset(ctx);
+    CHECK(ctx->released == NULL);
+    sg_ctx_free(ctx);
+}
+
 /* After sg_optim_free and freeing its parameters, the context holds as many bytes as
  * before the optimizer was made (besides the arena and the gradient store, which it
  * keeps for later steps). */

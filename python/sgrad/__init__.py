@@ -7,13 +7,15 @@ Lifetimes, as in C (include/sgrad.h), made safe:
   array that the Python Tensor holds, so ``t.numpy()`` is a view that stays valid.
 - Step (tape) tensors, what ops return, die at ``ctx.tape_reset()``; the Context counts
   resets and a tape tensor of an earlier step raises StaleTensorError instead of reading
-  freed memory. Their ``numpy()`` is a copy. Every tensor an op was given is kept alive by
-  the Context until the reset (the tape and the gradients may borrow its memory).
+  freed memory. Their ``numpy()`` is a copy. Every tensor an op was given, and the
+  optimizer of a fused op, is kept alive by the Context until the reset (the tape and the
+  gradients may borrow its memory; the backward calls the optimizer).
 - Gradients live until ``tape_reset`` too: step the optimizer between ``backward`` and the
   reset (there is no zero_grad: the reset clears every gradient).
 """
 import contextlib
 import ctypes
+import operator
 import weakref
 
 import numpy as np
@@ -91,8 +93,9 @@ class Context:
     results across runs and thread counts; False allows the Hogwild paths)."""
 
     def __init__(self, threads=0, seed=0, deterministic=True):
-        opts = _lib.CtxOpts(threads=threads, nondeterministic=0 if deterministic else 1,
-                            seed=seed)
+        opts = _lib.CtxOpts(threads=_int_arg(threads, "Context: threads", 32),
+                            nondeterministic=0 if deterministic else 1,
+                            seed=_int_arg(seed, "Context: seed", 64, unsigned=True))
         self._ptr = lib.sg_ctx_new(ctypes.byref(opts))
         if not self._ptr:
             raise OutOfMemoryError("sg_ctx_new failed", 1)
@@ -132,7 +135,7 @@ class Context:
 
     @threads.setter
     def threads(self, n):
-        lib.sg_ctx_set_threads(self._handle(), int(n))
+        lib.sg_ctx_set_threads(self._handle(), _int_arg(n, "threads", 32))
 
     @property
     def deterministic(self):
@@ -228,8 +231,30 @@ def _as_supported(a, dtype=None):
     return a.astype(_as_supported_dtype(dtype if dtype is not None else a.dtype), copy=False)
 
 
-def _shape_arg(shape):
-    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+def _int_arg(x, what, bits=64, unsigned=False):
+    """x (an integer: int, numpy integer, anything with __index__) checked to fit the C
+    integer it is passed as (int: bits 32, int64_t: 64; unsigned: uint64_t), which ctypes
+    would otherwise wrap silently. TypeError for a non-integer, OverflowError out of range."""
+    try:
+        i = operator.index(x)
+    except TypeError:
+        raise TypeError(f"{what}: an integer is needed, not {type(x).__name__}") from None
+    lo, hi = (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if not lo <= i <= hi:
+        raise OverflowError(f"{what}: {i} is outside the C range [{lo}, {hi}]")
+    return i
+
+
+def _shape_arg(shape, what="shape"):
+    return (ctypes.c_int64 * max(len(shape), 1))(*[_int_arg(d, what) for d in shape])
+
+
+def _c_string(b, what):
+    """Encoded text b for a C string parameter; ValueError when it holds a NUL byte, where C
+    would end the string (and silently use what comes before, as Python's open() refuses)."""
+    if b"\0" in b:
+        raise ValueError(f"{what}: {b!r} holds a NUL character")
+    return b
 
 
 class Tensor:
@@ -549,14 +574,23 @@ def from_numpy(a, requires_grad=False, ctx=None):
 
 def coo(indices, values, shape, ctx=None, requires_grad=False):
     """A persistent COO tensor (sg_coo_new; indices and values are copied and validated):
-    indices (sparse_dim, nnz) integers, values (nnz, dense dims...) float32/float64."""
+    indices (sparse_dim, nnz) integers, values (nnz, *shape[sparse_dim:]) float32/float64
+    (other numbers become float64). ShapeError when the parts disagree with each other or
+    with shape, DtypeError for indices that are not integers."""
     ctx = ctx or default_context()
-    idx = np.ascontiguousarray(indices, dtype=np.int64)
-    if idx.ndim != 2:
-        raise ShapeError("coo: indices must be (sparse_dim, nnz)", 3)
+    idx = np.ascontiguousarray(_index_array(indices, "coo: indices"))
+    shape = tuple(_int_arg(d, "coo: shape") for d in shape)
+    if idx.ndim != 2 or not 1 <= idx.shape[0] <= len(shape):
+        raise ShapeError(f"coo: indices of shape {idx.shape} for a tensor of shape {shape}; "
+                         "(sparse_dim, nnz) with sparse_dim in 1..ndim expected", 3)
     val = np.ascontiguousarray(values)
     if val.dtype not in (np.float32, np.float64):
         val = val.astype(np.float64)
+    expected = (idx.shape[1],) + shape[idx.shape[0]:]
+    if val.shape != expected:  # the C call reads exactly that many values
+        raise ShapeError(f"coo: values of shape {val.shape}; {idx.shape[1]} entries of a "
+                         f"tensor of shape {shape} with sparse_dim {idx.shape[0]} need "
+                         f"(nnz, *shape[sparse_dim:]) = {expected}", 3)
     p = lib.sg_coo_new(ctx._handle(), _SG_OF[val.dtype], len(shape), _shape_arg(shape),
                        idx.shape[0], idx.shape[1],
                        idx.ctypes.data_as(_lib.I64P), val.ctypes.data)
@@ -662,9 +696,7 @@ def scale(a, s):
 def cross_entropy(logits, targets):
     """sg_cross_entropy: logits (N,C), targets (N) int -> mean NLL of log_softmax."""
     ctx = _ctx_of(logits, targets)
-    tl = _tensor_arg(ctx, logits)
-    tt = _tensor_arg(ctx, targets if isinstance(targets, Tensor)
-                     else np.asarray(targets, dtype=np.int64))
+    tl, tt = _tensor_arg(ctx, logits), _index_arg(ctx, targets)
     return _result(ctx, lib.sg_cross_entropy(tl._h(), tt._h()), "cross_entropy")
 
 
@@ -673,7 +705,7 @@ def sum(a, dim=None, keepdim=False):  # noqa: A001 (numpy's and torch's name)
     ctx = _ctx_of(a)
     ta = _tensor_arg(ctx, a)
     p = (lib.sg_sum(ta._h()) if dim is None
-         else lib.sg_sum_dim(ta._h(), int(dim), 1 if keepdim else 0))
+         else lib.sg_sum_dim(ta._h(), _int_arg(dim, "sum: dim", 32), 1 if keepdim else 0))
     return _result(ctx, p, "sum")
 
 
@@ -682,18 +714,20 @@ def mean(a, dim=None, keepdim=False):
     ctx = _ctx_of(a)
     ta = _tensor_arg(ctx, a)
     p = (lib.sg_mean(ta._h()) if dim is None
-         else lib.sg_mean_dim(ta._h(), int(dim), 1 if keepdim else 0))
+         else lib.sg_mean_dim(ta._h(), _int_arg(dim, "mean: dim", 32), 1 if keepdim else 0))
     return _result(ctx, p, "mean")
 
 
 def softmax(a, dim=-1):
     ctx = _ctx_of(a)
-    return _result(ctx, lib.sg_softmax(_tensor_arg(ctx, a)._h(), int(dim)), "softmax")
+    return _result(ctx, lib.sg_softmax(_tensor_arg(ctx, a)._h(),
+                                       _int_arg(dim, "softmax: dim", 32)), "softmax")
 
 
 def log_softmax(a, dim=-1):
     ctx = _ctx_of(a)
-    return _result(ctx, lib.sg_log_softmax(_tensor_arg(ctx, a)._h(), int(dim)), "log_softmax")
+    return _result(ctx, lib.sg_log_softmax(_tensor_arg(ctx, a)._h(),
+                                           _int_arg(dim, "log_softmax: dim", 32)), "log_softmax")
 
 
 def reshape(a, *shape):
@@ -702,13 +736,15 @@ def reshape(a, *shape):
         shape = tuple(shape[0])
     ctx = _ctx_of(a)
     ta = _tensor_arg(ctx, a)
-    return _result(ctx, lib.sg_reshape(ta._h(), len(shape), _shape_arg(shape)), "reshape")
+    return _result(ctx, lib.sg_reshape(ta._h(), len(shape), _shape_arg(shape, "reshape")),
+                   "reshape")
 
 
 def transpose(a, dim0=0, dim1=1):
     ctx = _ctx_of(a)
-    return _result(ctx, lib.sg_transpose(_tensor_arg(ctx, a)._h(), int(dim0), int(dim1)),
-                   "transpose")
+    return _result(ctx, lib.sg_transpose(_tensor_arg(ctx, a)._h(),
+                                         _int_arg(dim0, "transpose: dim0", 32),
+                                         _int_arg(dim1, "transpose: dim1", 32)), "transpose")
 
 
 def concat(tensors):
@@ -719,26 +755,51 @@ def concat(tensors):
     return _result(ctx, lib.sg_concat(len(ts), arr), "concat")
 
 
-def _index_arg(ctx, idx):
+def _index_array(idx, what):
+    """idx (array-like of integers) as an int32/int64 array. Floats and bools are refused
+    with DtypeError rather than truncated (as torch does); an empty one ([] is float64 in
+    numpy) holds nothing to truncate and becomes int64; Python ints beyond int64 raise
+    OverflowError."""
+    a = np.asarray(idx)
+    if a.dtype in (np.int32, np.int64):
+        return a
+    if a.size == 0:
+        return a.astype(np.int64)
+    if a.dtype.kind == "O":  # Python ints numpy could not hold in one integer dtype
+        return np.array([_int_arg(v, what) for v in a.flat], dtype=np.int64).reshape(a.shape)
+    if a.dtype.kind not in "iu":
+        raise DtypeError(f"{what}: indices must be integers, not {a.dtype}", 4)
+    if a.dtype.kind == "u" and int(a.max()) > np.iinfo(np.int64).max:
+        raise OverflowError(f"{what}: index {a.max()} is outside the C range of int64_t")
+    return a.astype(np.int64)
+
+
+def _index_arg(ctx, idx, what="indices"):
     if isinstance(idx, Tensor):
         return _tensor_arg(ctx, idx)
-    a = np.asarray(idx)
-    if a.dtype not in (np.int32, np.int64):
-        a = a.astype(np.int64)
-    return _tensor_arg(ctx, a)
+    return _tensor_arg(ctx, _index_array(idx, what))
 
 
-def _optim_ptr(fused):
-    return None if fused is None else fused._h()
+def _optim_ptr(ctx, fused):
+    """fused's handle, kept alive until the tape reset: the backward calls it (also when
+    the caller dropped the optimizer after the op)."""
+    if fused is None:
+        return None
+    ctx._step_refs.append(fused)
+    return fused._h()
+
+
+def _padding_arg(padding_idx, what):
+    return -1 if padding_idx is None else _int_arg(padding_idx, what)
 
 
 def embedding(W, idx, padding_idx=None, max_norm=0.0, fused=None):
     """sg_embedding: W (V,D), idx int of any shape (...) -> (..., D); W's gradient is COO.
     fused: an optimizer whose update the backward applies to W's rows directly."""
     ctx = _ctx_of(W)
-    tw, ti = _tensor_arg(ctx, W), _index_arg(ctx, idx)
-    opts = _lib.EmbeddingOpts(-1 if padding_idx is None else padding_idx, max_norm,
-                              _optim_ptr(fused))
+    tw, ti = _tensor_arg(ctx, W), _index_arg(ctx, idx, "embedding")
+    opts = _lib.EmbeddingOpts(_padding_arg(padding_idx, "embedding: padding_idx"), max_norm,
+                              _optim_ptr(ctx, fused))
     return _result(ctx, lib.sg_embedding(tw._h(), ti._h(), ctypes.byref(opts)), "embedding")
 
 
@@ -758,33 +819,40 @@ def embedding_bag(W, idx, offsets, mode="mean", per_sample_weights=None, padding
     if grad not in _BAG_GRADS:
         raise ArgumentError("embedding_bag: grad must be true or word2vec", 7)
     ctx = _ctx_of(W)
-    tw, ti, to = _tensor_arg(ctx, W), _index_arg(ctx, idx), _index_arg(ctx, offsets)
+    tw = _tensor_arg(ctx, W)
+    ti = _index_arg(ctx, idx, "embedding_bag")
+    to = _index_arg(ctx, offsets, "embedding_bag: offsets")
     psw = None if per_sample_weights is None else _tensor_arg(ctx, per_sample_weights,
                                                               tw.dtype)._h()
     if mode not in _BAG_MODES:
         raise ArgumentError("embedding_bag: mode must be sum, mean or max", 7)
-    opts = _lib.EmbeddingBagOpts(_BAG_MODES[mode], psw, -1 if padding_idx is None
-                                 else padding_idx, 1 if include_last_offset else 0,
-                                 _optim_ptr(fused), _BAG_GRADS[grad])
+    opts = _lib.EmbeddingBagOpts(_BAG_MODES[mode], psw,
+                                 _padding_arg(padding_idx, "embedding_bag: padding_idx"),
+                                 1 if include_last_offset else 0, _optim_ptr(ctx, fused),
+                                 _BAG_GRADS[grad])
     return _result(ctx, lib.sg_embedding_bag(tw._h(), ti._h(), to._h(), ctypes.byref(opts)),
                    "embedding_bag")
 
 
 def index_select(x, dim, idx):
     ctx = _ctx_of(x)
-    tx, ti = _tensor_arg(ctx, x), _index_arg(ctx, idx)
-    return _result(ctx, lib.sg_index_select(tx._h(), int(dim), ti._h()), "index_select")
+    tx, ti = _tensor_arg(ctx, x), _index_arg(ctx, idx, "index_select")
+    return _result(ctx, lib.sg_index_select(tx._h(), _int_arg(dim, "index_select: dim", 32),
+                                            ti._h()), "index_select")
 
 
 def slice_rows(x, start, end):
     """sg_slice: rows [start, end) of x's leading dimension (a view; sparse gradient)."""
     ctx = _ctx_of(x)
-    return _result(ctx, lib.sg_slice(_tensor_arg(ctx, x)._h(), int(start), int(end)), "slice")
+    return _result(ctx, lib.sg_slice(_tensor_arg(ctx, x)._h(),
+                                     _int_arg(start, "slice_rows: start"),
+                                     _int_arg(end, "slice_rows: end")), "slice")
 
 
 def to_sparse(x, sparse_dim=1):
     ctx = _ctx_of(x)
-    return _result(ctx, lib.sg_to_sparse(_tensor_arg(ctx, x)._h(), int(sparse_dim)),
+    return _result(ctx, lib.sg_to_sparse(_tensor_arg(ctx, x)._h(),
+                                         _int_arg(sparse_dim, "to_sparse: sparse_dim", 32)),
                    "to_sparse")
 
 
@@ -792,8 +860,8 @@ def sgns_loss(h, W, targets, fused=None):
     """sg_sgns_loss: word2vec's negative-sampling loss; h (B,D), W (V,D), targets (B,T)
     (column 0 the true target) -> scalar."""
     ctx = _ctx_of(h, W)
-    th, tw, tt = _tensor_arg(ctx, h), _tensor_arg(ctx, W), _index_arg(ctx, targets)
-    opts = _lib.SgnsOpts(_optim_ptr(fused))
+    th, tw, tt = _tensor_arg(ctx, h), _tensor_arg(ctx, W), _index_arg(ctx, targets, "sgns_loss")
+    opts = _lib.SgnsOpts(_optim_ptr(ctx, fused))
     return _result(ctx, lib.sg_sgns_loss(th._h(), tw._h(), tt._h(), ctypes.byref(opts)),
                    "sgns_loss")
 
@@ -804,7 +872,9 @@ def hs_loss(h, W, nodes, codes, offsets):
     offsets[i+1]) -> scalar sum of softplus(-z), z = +-(W[node] . h_i), + for code 1."""
     ctx = _ctx_of(h, W)
     th, tw = _tensor_arg(ctx, h), _tensor_arg(ctx, W)
-    tn, tc, to = _index_arg(ctx, nodes), _index_arg(ctx, codes), _index_arg(ctx, offsets)
+    tn = _index_arg(ctx, nodes, "hs_loss: nodes")
+    tc = _index_arg(ctx, codes, "hs_loss: codes")
+    to = _index_arg(ctx, offsets, "hs_loss: offsets")
     return _result(ctx, lib.sg_hs_loss(th._h(), tw._h(), tn._h(), tc._h(), to._h()), "hs_loss")
 
 
@@ -850,7 +920,8 @@ def clip_grad_value(clip, ctx=None):
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, masked=False, raise_exception=True):
     """sg_gradcheck: the Jacobian of ``fn(*inputs)`` by backward against central
-    differences. inputs: persistent float64 tensors (dense or COO) that require grad.
+    differences. inputs: persistent float64 tensors (dense or COO) that require grad, all of
+    one Context (else ArgumentError).
     Returns True, or raises GradcheckError with the worst mismatch (False with
     raise_exception=False). Resets the tape (step tensors of this step die)."""
     ctx = _ctx_of(*inputs)

@@ -4,11 +4,13 @@ string metadata, written atomically. Tensors are given as {name: Tensor}; a load
 into the tensors given (for a from_numpy tensor, into its numpy array) and restores the
 optimizer and the Context's random generator, so a resumed run is bitwise the run that
 did not stop (deterministic mode). Errors raise the sgrad.Error subclass of the C status
-(a corrupt file: FormatError) with the library's message; on error nothing changes."""
+(a corrupt file: FormatError) with the library's message; on error nothing changes. A NUL
+character in a path, a tensor name or the metadata raises ValueError (C would cut the
+string there)."""
 import ctypes
 import os
 
-from . import _lib, _raise, Tensor, default_context
+from . import _lib, _raise, _c_string, Tensor, default_context
 from ._lib import lib
 
 
@@ -23,7 +25,8 @@ def _named(tensors, optim, what):
            else optim._ctx if optim is not None else default_context())
     n = len(tensors)
     handles = (ctypes.c_void_p * max(n, 1))(*[t._h() for t in tensors.values()])
-    names = (ctypes.c_char_p * max(n, 1))(*[k.encode() for k in tensors])
+    names = (ctypes.c_char_p * max(n, 1))(*[_c_string(k.encode(), f"{what}: tensor name")
+                                            for k in tensors])
     return ctx, handles, names, n
 
 
@@ -42,10 +45,13 @@ def save_checkpoint(path, tensors, optim=None, meta=None):
         if not isinstance(k, str) or not isinstance(v, str):
             raise TypeError("save_checkpoint: meta must map str keys to str values")
     m = len(meta)
-    keys = (ctypes.c_char_p * max(m, 1))(*[k.encode() for k in meta])
-    vals = (ctypes.c_char_p * max(m, 1))(*[v.encode() for v in meta.values()])
+    keys = (ctypes.c_char_p * max(m, 1))(*[_c_string(k.encode(), "save_checkpoint: meta key")
+                                           for k in meta])
+    vals = (ctypes.c_char_p * max(m, 1))(*[_c_string(v.encode(), "save_checkpoint: meta value")
+                                           for v in meta.values()])
     cmeta = _lib.CheckpointMeta(m, keys, vals)
-    rc = lib.sg_checkpoint_save(ctx._handle(), os.fsencode(path), handles, n, names,
+    rc = lib.sg_checkpoint_save(ctx._handle(), _c_string(os.fsencode(path), "save_checkpoint"),
+                                handles, n, names,
                                 None if optim is None else optim._h(), ctypes.byref(cmeta))
     if rc:
         _raise(ctx._ptr, "save_checkpoint", rc)
@@ -57,7 +63,8 @@ def load_checkpoint(path, tensors, optim=None):
     user metadata as a dict."""
     ctx, handles, names, n = _named(tensors, optim, "load_checkpoint")
     meta = _lib.CheckpointMeta()
-    rc = lib.sg_checkpoint_load(ctx._handle(), os.fsencode(path), handles, n, names,
+    rc = lib.sg_checkpoint_load(ctx._handle(), _c_string(os.fsencode(path), "load_checkpoint"),
+                                handles, n, names,
                                 None if optim is None else optim._h(), ctypes.byref(meta))
     if rc:
         _raise(ctx._ptr, "load_checkpoint", rc)
@@ -71,7 +78,9 @@ def read_checkpoint_meta(path, ctx=None):
     """The user metadata of the checkpoint at path (after the file's checks), as a dict."""
     ctx = ctx or default_context()
     meta = _lib.CheckpointMeta()
-    rc = lib.sg_checkpoint_read_meta(ctx._handle(), os.fsencode(path), ctypes.byref(meta))
+    rc = lib.sg_checkpoint_read_meta(ctx._handle(),
+                                     _c_string(os.fsencode(path), "read_checkpoint_meta"),
+                                     ctypes.byref(meta))
     if rc:
         _raise(ctx._ptr, "read_checkpoint_meta", rc)
     try:

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from . import _raise, Tensor, default_context, F32
+from . import _c_string, _raise, Tensor, default_context, F32
 from ._lib import lib
 from ._program import find_program, run_program
 
@@ -45,7 +45,8 @@ class KeyedVectors:
         """Reads word2vec's text or binary format (binary None: detected) with
         sg_wordvec_read."""
         ctx = ctx or default_context()
-        wv = lib.sg_wordvec_read(ctx._handle(), os.fsencode(path),
+        wv = lib.sg_wordvec_read(ctx._handle(),
+                                 _c_string(os.fsencode(path), "load_word2vec_format"),
                                  -1 if binary is None else int(bool(binary)))
         if not wv:
             _raise(ctx._ptr, "load_word2vec_format")
@@ -100,15 +101,17 @@ class KeyedVectors:
     def save_word2vec_format(self, path, binary=False, ctx=None):
         """Writes word2vec's text or binary format atomically (sg_wordvec_write)."""
         ctx = ctx or default_context()
+        words = (ctypes.c_char_p * max(len(self), 1))(
+            *[_c_string(w.encode("utf-8", "surrogateescape"), "save_word2vec_format: word")
+              for w in self.index_to_key])
+        path = _c_string(os.fsencode(path), "save_word2vec_format")
         vec = np.ascontiguousarray(self.vectors, dtype=np.float32)
         shape = (ctypes.c_int64 * 2)(*vec.shape)
         t = lib.sg_tensor_wrap(ctx._handle(), F32, 2, shape, vec.ctypes.data)
         if not t:
             _raise(ctx._ptr, "save_word2vec_format")
-        words = (ctypes.c_char_p * max(len(self), 1))(
-            *[w.encode("utf-8", "surrogateescape") for w in self.index_to_key])
         try:
-            rc = lib.sg_wordvec_write(os.fsencode(path), t, words, int(bool(binary)))
+            rc = lib.sg_wordvec_write(path, t, words, int(bool(binary)))
             if rc:
                 _raise(ctx._ptr, "save_word2vec_format", rc)
         finally:

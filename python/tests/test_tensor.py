@@ -2,6 +2,7 @@
 carrying the library's message, operators, no_grad, the version."""
 import os
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -103,6 +104,33 @@ def test_freed_tensors_and_closed_contexts_raise():
         w.sum()
     a[0] = 5  # the array is still Python's
     assert a[0] == 5
+
+
+def test_a_fused_optimizer_lives_until_the_tape_reset():
+    """The optimizer given as fused= is kept until tape_reset, so one dropped before the
+    backward (or made inline) still applies its update: rows 1 and 2 minus lr times how
+    often the lookup names them. Before, dropping it freed the C optimizer that the
+    backward then called (a segfault)."""
+    ctx = sgrad.Context()
+    for inline in (False, True):
+        a = np.ones((6, 3))
+        W = sgrad.from_numpy(a, requires_grad=True, ctx=ctx)
+        if inline:
+            e = sgrad.embedding(W, [1, 2, 1], fused=sgrad.optim.SGD([W], lr=0.1))
+        else:
+            opt = sgrad.optim.SGD([W], lr=0.1)
+            gone = weakref.ref(opt)
+            e = sgrad.embedding(W, [1, 2, 1], fused=opt)
+            del opt
+            assert gone() is not None  # the Context holds it for the tape
+        e.sum().backward()
+        want = np.ones((6, 3))
+        want[1] -= 0.2
+        want[2] -= 0.1
+        np.testing.assert_allclose(a, want, rtol=0, atol=1e-12)
+        ctx.tape_reset()
+        if not inline:
+            assert gone() is None
 
 
 def test_errors_carry_the_status_and_the_c_message():

@@ -88,6 +88,9 @@ static int check_inputs(sg_ctx *ctx, int n_inputs, sg_tensor *const *inputs)
     for (int i = 0; i < n_inputs; i++) {
         sg_tensor *x = inputs[i];
         if (!x) return sg__failc(ctx, SG_ERR_NULL, "gradcheck: input %d is NULL", i);
+        if (x->ctx != ctx) /* its gradients would be another store's */
+            return sg__failc(ctx, SG_ERR_ARG, "gradcheck: input %d is of another context "
+                             "(operands of two contexts)", i);
         if (!x->requires_grad) continue;
         if (x->dtype != SG_F64) return sg__failc(ctx, SG_ERR_DTYPE, "gradcheck: input %d must be f64", i);
         if (!x->persistent) return sg__failc(ctx, SG_ERR_ARG, "gradcheck: input %d must be persistent", i);

@@ -2,7 +2,8 @@
  * accumulation rules of DESIGN.md.
  * Invariants: nodes are created in a topological order (an op's inputs exist before its
  * output); a traversal touches only nodes reachable from the output it starts at; the
- * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset. */
+ * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset, which also
+ * releases what the caller freed while a node still referred to it (sg__tape_uses). */
 #include "autograd/tape.h"
 
 #include <stdio.h>
@@ -29,12 +30,24 @@ sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tens
     node->n_in = n;
     for (int i = 0; i < n; i++) node->in[i] = in[i];
     node->seq = ctx->n_nodes++;
+    node->prev = ctx->last_node;
+    ctx->last_node = node;
     out->node = node;
     out->requires_grad = true;
     return node;
 }
 
 int64_t sg_tape_nodes(const sg_ctx *ctx) { return ctx ? ctx->n_nodes : -1; }
+
+bool sg__tape_uses(const sg_ctx *ctx, const void *p)
+{
+    for (const sg_node *n = ctx->last_node; n; n = n->prev) {
+        if (n->extra == p || n->saved[0] == p || n->saved[1] == p) return true;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] == p) return true;
+    }
+    return false;
+}
 
 struct sg__deferred {
     sg__deferred_fn fn;
@@ -114,10 +127,12 @@ static void grads_forget(sg_tensor *t)
 
 /* Freeing a persistent tensor unregisters it from the optimizer holding it (through the
  * seam of tape.h) and unlinks it from the gradient store (this layer's), then the core
- * releases it. */
+ * releases it; or, while a node of the tape refers to it (or to a COO tensor's parts),
+ * at sg_tape_reset: until then it is a dead handle that gets no gradient and no fused
+ * update, and whose memory the nodes still read. */
 void sg_tensor_free(sg_tensor *t)
 {
-    if (!t || !t->persistent) return;
+    if (!t || !t->persistent || t->released) return;
     if (t->owner_frees) {
         sg__failc(t->ctx, SG_ERR_STATE, "sg_tensor_free: the tensor belongs to an optimizer "
                   "(sg_optim_state) or a word-vector table (sg_wordvec_vectors) and is freed "
@@ -126,6 +141,16 @@ void sg_tensor_free(sg_tensor *t)
     }
     if (t->optim_state) ((const sg__param_owner *)t->optim_state)->release(t);
     if (t->in_store) grads_forget(t);
+    sg_ctx *ctx = t->ctx;
+    if (sg__tape_uses(ctx, t) ||
+        (t->layout == SG_COO && (sg__tape_uses(ctx, t->indices) || sg__tape_uses(ctx, t->values)))) {
+        t->released = true;
+        t->requires_grad = false;
+        t->grad = NULL;
+        t->next_released = ctx->released;
+        ctx->released = t;
+        return;
+    }
     sg__tensor_destroy(t);
 }
 
@@ -146,7 +171,10 @@ int sg_tensor_set_grad(sg_tensor *t, sg_tensor *grad)
     if (!grad) return sg__failc(ctx, SG_ERR_NULL, "sg_tensor_set_grad: NULL gradient");
     if (grad->ctx != ctx)
         return sg__failc(ctx, SG_ERR_ARG, "sg_tensor_set_grad: gradient of another context");
-    if (!sg__same_shape(t, grad) || grad->dtype != t->dtype) {
+    if (grad->dtype != t->dtype)
+        return sg__failc(ctx, SG_ERR_DTYPE, "sg_tensor_set_grad: gradient is %s, tensor is %s",
+                         sg__dtype_name(grad->dtype), sg__dtype_name(t->dtype));
+    if (!sg__same_shape(t, grad)) {
         char a[64], b[64];
         return sg__failc(ctx, SG_ERR_SHAPE, "sg_tensor_set_grad: gradient %s does not match tensor %s",
                          sg__shape_str(grad, a, sizeof a), sg__shape_str(t, b, sizeof b));
@@ -169,8 +197,16 @@ void sg_tape_reset(sg_ctx *ctx)
     if (!ctx) return;
     sg__grads_clear(ctx);
     run_deferred(ctx, false);
-    sg__arena_reset(ctx);
+    ctx->last_node = NULL;
     ctx->n_nodes = 0;
+    /* the tape no longer uses what the caller freed during the step */
+    if (ctx->optims_released) ctx->release_optims(ctx);
+    while (ctx->released) {
+        sg_tensor *t = ctx->released;
+        ctx->released = t->next_released;
+        sg__tensor_destroy(t);
+    }
+    sg__arena_reset(ctx);
 }
 
 /* ---- accumulation */
@@ -354,7 +390,10 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
     if (!out) return SG_ERR_NULL;
     sg_ctx *ctx = out->ctx;
     if (!grad_out) return sg__failc(ctx, SG_ERR_NULL, "sg_backward: NULL gradient");
-    if (!sg__same_shape(out, grad_out) || grad_out->dtype != out->dtype) {
+    if (grad_out->dtype != out->dtype)
+        return sg__failc(ctx, SG_ERR_DTYPE, "sg_backward: gradient is %s, output is %s",
+                         sg__dtype_name(grad_out->dtype), sg__dtype_name(out->dtype));
+    if (!sg__same_shape(out, grad_out)) {
         char a[64], b[64];
         return sg__failc(ctx, SG_ERR_SHAPE, "sg_backward: gradient %s does not match output %s",
                          sg__shape_str(grad_out, a, sizeof a), sg__shape_str(out, b, sizeof b));

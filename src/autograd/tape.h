@@ -30,6 +30,7 @@ struct sg_node {
     bool accepts_uniform_gout; /* else the engine expands a uniform gout first */
     uint32_t visit;
     int64_t seq; /* creation order on the tape */
+    sg_node *prev; /* the node recorded before this one (ctx->last_node is the newest) */
 };
 
 /* True when the op's output must be recorded: grad enabled and some input requires grad. */
@@ -54,6 +55,10 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned);
  * all the queued work undone. sg__fused_apply_rows follows this by itself. */
 typedef int (*sg__deferred_fn)(sg_node *n, sg_tensor *arg);
 int sg__defer(sg_node *n, sg__deferred_fn fn, sg_tensor *arg);
+/* True when a node on the current tape refers to p (an input, a saved tensor, its extra
+ * pointer such as a fused optimizer): freeing p must then wait for sg_tape_reset.
+ * O(nodes on the tape); O(1) when the tape is empty. */
+bool sg__tape_uses(const sg_ctx *ctx, const void *p);
 /* Empties the gradient store (and the grads it lists) without dropping the tape. */
 void sg__grads_clear(sg_ctx *ctx);
 static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_grad; }
@@ -99,6 +104,7 @@ typedef struct sg__row_updater {
  * step arena (it runs twice). */
 static inline int sg__fused_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
 {
+    if (W->released) return SG_OK; /* freed by the caller since the op: nobody sees W */
     const sg__row_updater *u = (const sg__row_updater *)(const void *)opt;
     return W->ctx->fused_checking ? u->check_rows(opt, W, r) : u->apply_rows(opt, W, r);
 }

@@ -56,6 +56,10 @@ struct sg_tensor {
     bool owner_frees; /* an optimizer's state or a word-vector table: sg_tensor_free refuses
                          it; its owner clears this and frees it */
     sg_tensor *prev_persistent, *next_persistent;
+    bool released; /* freed by the caller while the tape still used it (sg_tensor_free,
+                      src/autograd/tape.c): a dead handle whose memory the tape's nodes
+                      may still read, destroyed at sg_tape_reset */
+    sg_tensor *next_released; /* ctx->released's link */
 
     /* autograd */
     bool requires_grad; /* leaf: set by the user; non-leaf: some input requires grad */
@@ -100,6 +104,7 @@ struct sg_ctx {
 
     sg__arena arena;
     int64_t n_nodes;
+    sg_node *last_node; /* the newest node on the tape; each links to the one before */
     bool grad_enabled;
     uint32_t visit_epoch;
 
@@ -113,6 +118,12 @@ struct sg_ctx {
     sg_tensor *persistent; /* list of live persistent tensors */
     sg_optim *optims;      /* live optimizers, linked and unlinked by src/optim (opaque
                               here); sg_ctx_free frees them before the tensors */
+    /* What the caller freed while the tape still used it, released by sg_tape_reset:
+     * tensors (linked by next_released) and optimizers that a recorded fused op calls
+     * (linked by src/optim, which sets release_optims to free them). */
+    sg_tensor *released;
+    sg_optim *optims_released;
+    void (*release_optims)(sg_ctx *ctx);
     bool fused_checking;   /* the tape's check pass over deferred fused updates runs:
                               sg__fused_apply_rows validates instead of writing */
 };
@@ -176,6 +187,15 @@ double sg__dense_at(const sg_tensor *t, int64_t i);
 int sg__check_float_dense(const sg_tensor *t, const char *fn);
 /* Formats a shape as "(2,3)" into buf. */
 const char *sg__shape_str(const sg_tensor *t, char *buf, size_t n);
+/* "f32", "f64", "i32", "i64" ("?" for anything else), for messages. */
+const char *sg__dtype_name(sg_dtype d);
+/* *out = a * b for a, b >= 0; false (out untouched) when the product exceeds INT64_MAX. */
+static inline bool sg__mul_fits(int64_t a, int64_t b, int64_t *out)
+{
+    if (a != 0 && b > INT64_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
 
 /* ---- threads */
 int sg__threads(const sg_ctx *ctx);

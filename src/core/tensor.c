@@ -20,6 +20,18 @@ size_t sg_dtype_size(sg_dtype dtype)
     return 0;
 }
 
+const char *sg__dtype_name(sg_dtype d)
+{
+    switch (d) {
+    case SG_F32: return "f32";
+    case SG_F64: return "f64";
+    case SG_I32: return "i32";
+    case SG_I64: return "i64";
+    case SG_DTYPE_INVALID: break;
+    }
+    return "?";
+}
+
 int64_t sg__prod(const int64_t *shape, int from, int to)
 {
     int64_t p = 1;

@@ -1,18 +1,6 @@
 /* Shared plumbing of the op files: input checks with uniform messages. */
 #include "ops/ops.h"
 
-const char *sg__op_dtype_name(sg_dtype d)
-{
-    switch (d) {
-    case SG_F32: return "f32";
-    case SG_F64: return "f64";
-    case SG_I32: return "i32";
-    case SG_I64: return "i64";
-    case SG_DTYPE_INVALID: break;
-    }
-    return "?";
-}
-
 static bool check_layout(const char *op, const sg_tensor *t)
 {
     if (t->layout == SG_DENSE) return true;
@@ -28,7 +16,7 @@ bool sg__op_check_table(const char *op, const sg_tensor *t)
     if (sg__is_float(t->dtype)) return true;
     char s[96];
     sg__fail(t->ctx, SG_ERR_DTYPE, "%s: operand %s is %s, f32 or f64 expected", op,
-             sg__shape_str(t, s, sizeof s), sg__op_dtype_name(t->dtype));
+             sg__shape_str(t, s, sizeof s), sg__dtype_name(t->dtype));
     return false;
 }
 
@@ -55,8 +43,8 @@ bool sg__op_check_pair(const char *op, const sg_tensor *a, const sg_tensor *b)
     if (a->dtype != b->dtype) {
         char sa[96], sb[96];
         sg__fail(a->ctx, SG_ERR_DTYPE, "%s: dtypes differ: %s %s and %s %s", op,
-                 sg__op_dtype_name(a->dtype), sg__shape_str(a, sa, sizeof sa),
-                 sg__op_dtype_name(b->dtype), sg__shape_str(b, sb, sizeof sb));
+                 sg__dtype_name(a->dtype), sg__shape_str(a, sa, sizeof sa),
+                 sg__dtype_name(b->dtype), sg__shape_str(b, sb, sizeof sb));
         return false;
     }
     return true;

@@ -124,7 +124,7 @@ static bool hs_check_paths(const char *op, const sg_tensor *W, const sg_tensor *
         }
         if (!sg__is_int(ints[k]->dtype)) {
             sg__fail(ctx, SG_ERR_DTYPE, "%s: %s are %s, i32 or i64 expected", op, names[k],
-                     sg__op_dtype_name(ints[k]->dtype));
+                     sg__dtype_name(ints[k]->dtype));
             return false;
         }
     }

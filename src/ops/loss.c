@@ -96,7 +96,7 @@ sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets)
     if (!sg__is_int(targets->dtype))
         return sg__fail(ctx, SG_ERR_DTYPE, "%s: targets %s are %s, i32 or i64 expected", op,
                         sg__shape_str(targets, st, sizeof st),
-                        sg__op_dtype_name(targets->dtype));
+                        sg__dtype_name(targets->dtype));
     if (logits->ndim != 2 || targets->ndim != 1 || targets->shape[0] != logits->shape[0])
         return sg__fail(ctx, SG_ERR_SHAPE, "%s: logits %s and targets %s, (N,C) and (N) expected",
                         op, sg__shape_str(logits, sl, sizeof sl),

@@ -7,8 +7,6 @@
 
 #include "autograd/tape.h"
 
-const char *sg__op_dtype_name(sg_dtype d);
-
 /* Each check records an error on t's context and returns false when it fails. The checks
  * of an operand an op reads whole also make it current (sg__param_sync of every row). */
 bool sg__op_check_dense(const char *op, const sg_tensor *t); /* SG_ERR_LAYOUT for COO */

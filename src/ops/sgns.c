@@ -190,7 +190,7 @@ sg_tensor *sg_sgns_loss(sg_tensor *h, sg_tensor *W, sg_tensor *targets,
         return sg__fail(ctx, SG_ERR_ARG, "%s: operands belong to different contexts", op);
     if (!sg__is_int(targets->dtype))
         return sg__fail(ctx, SG_ERR_DTYPE, "%s: targets are %s, i32 or i64 expected", op,
-                        sg__op_dtype_name(targets->dtype));
+                        sg__dtype_name(targets->dtype));
     char sh[96], sw[96], st[96];
     if (h->ndim != 2 || W->ndim != 2 || targets->ndim != 2 || h->shape[1] != W->shape[1] ||
         targets->shape[0] != h->shape[0] || targets->shape[1] < 1)

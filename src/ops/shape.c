@@ -19,7 +19,8 @@ static int reshape_backward(sg_node *n, sg_tensor *gout)
 
 /* Dense a -> a view of a's data with `shape` (ndim in 0..SG_MAX_DIMS; one entry may be -1
  * and is inferred). Errors: SG_ERR_ARG for a bad ndim, a second -1, a negative entry or an
- * ambiguous -1; SG_ERR_SHAPE when the element counts differ; SG_ERR_LAYOUT for COO. */
+ * ambiguous -1; SG_ERR_SHAPE when the element counts differ (or the target's overflow
+ * int64_t); SG_ERR_LAYOUT for COO. */
 sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape)
 {
     SG__CHECK_NOTNULL(a);
@@ -42,7 +43,9 @@ sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape)
         if (shape[k] < 0)
             return sg__fail(ctx, SG_ERR_ARG, "%s: bad target dim %lld at %d for %s", op,
                             (long long)shape[k], k, sg__shape_str(a, sa, sizeof sa));
-        known *= shape[k];
+        if (!sg__mul_fits(known, shape[k], &known))
+            return sg__fail(ctx, SG_ERR_SHAPE, "%s: target dims for %s multiply past "
+                            "2^63 - 1 elements", op, sg__shape_str(a, sa, sizeof sa));
     }
     if (infer >= 0) {
         if (known == 0)

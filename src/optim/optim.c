@@ -221,6 +221,25 @@ static void param_sync(sg_tensor *param, const sg_tensor *rows)
     else opt->ops->flush(opt, ps);
 }
 
+static void optim_destroy(sg_optim *opt)
+{
+    for (int64_t i = 0; i < opt->n_params; i++) pstate_free(opt, opt->params[i]);
+    sg__free(opt->ctx, opt->params);
+    sg__free(opt->ctx, opt->slot);
+    sg__free(opt->ctx, opt->beta_pow);
+    sg__free(opt->ctx, opt);
+}
+
+/* ctx->release_optims: frees the optimizers whose sg_optim_free waited for the tape. */
+static void release_optims(sg_ctx *ctx)
+{
+    while (ctx->optims_released) {
+        sg_optim *opt = ctx->optims_released;
+        ctx->optims_released = opt->next;
+        optim_destroy(opt);
+    }
+}
+
 void sg_optim_free(sg_optim *opt)
 {
     if (!opt) return;
@@ -228,11 +247,14 @@ void sg_optim_free(sg_optim *opt)
     if (opt->prev) opt->prev->next = opt->next;
     else if (ctx->optims == opt) ctx->optims = opt->next;
     if (opt->next) opt->next->prev = opt->prev;
-    for (int64_t i = 0; i < opt->n_params; i++) pstate_free(opt, opt->params[i]);
-    sg__free(opt->ctx, opt->params);
-    sg__free(opt->ctx, opt->slot);
-    sg__free(opt->ctx, opt->beta_pow);
-    sg__free(opt->ctx, opt);
+    if (sg__tape_uses(ctx, opt)) { /* a fused op on the tape calls it in its backward */
+        opt->prev = NULL;
+        opt->next = ctx->optims_released;
+        ctx->optims_released = opt;
+        ctx->release_optims = release_optims;
+        return;
+    }
+    optim_destroy(opt);
 }
 
 /* ---- parameters and state */

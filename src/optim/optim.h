@@ -6,7 +6,9 @@
  * - param->optim_state is NULL or an sg__pstate whose `opt` lists it in opt->params at
  *   ps->index; its first member is the sg__param_owner through which sg_tensor_free
  *   unregisters a parameter (autograd/tape.h).
- * - Every live optimizer is on its context's list (ctx->optims, linked by prev/next).
+ * - Every live optimizer is on its context's list (ctx->optims, linked by prev/next); one
+ *   that sg_optim_free found still called by a fused op on the tape is on
+ *   ctx->optims_released instead (linked by next), fully alive until sg_tape_reset.
  * - opt->slot has opt->slot_len entries, all -1 between calls (row grouping restores it).
  * - A kernel (dense or rows) is only called once everything that can fail is done: it
  *   writes and cannot fail. It receives s, the parameter's step being applied (already
