@@ -3,7 +3,13 @@
 # an existing model file as it was: an empty file, no label at all, labels only, every
 # label below -minCountLabel, -bucket 0 with -wordNgrams 2, -minn > -maxn, an output in a
 # missing directory, and for test/predict a truncated model, a model with a flipped byte,
-# a word2vec vectors file and a file that is no model at all. Lines without a label or
+# a word2vec vectors file, a file that is no model at all and a missing one (an I/O error,
+# not "not a model"); hostile models with a valid checksum (tests/fasttext_craft.py:
+# metadata breaking the training rules, label counts summing past 2^63 - 1, a NaN or an
+# infinity among the weights, a dim the file is too small for), and one whose bucket
+# count (2^31 - 1) would have made a map of 8 GB, under a memory limit: it loads and
+# predicts as the model it came from. Answers that cannot be written (/dev/full) fail
+# test and predict with a message. Lines without a label or
 # without a word among good ones are skipped and counted (fastText skips the first
 # silently and trains on the second with its end-of-line word alone), and a label seen
 # once with -minCountLabel 2 is dropped with a count. Skips (exit 77) without the programs.
@@ -75,10 +81,49 @@ expect "cannot load the model" test "$tmp/short.bin" "$tmp/good.txt"
 expect "not a sgrad-fasttext model" test "$tmp/head.bin" "$tmp/good.txt"
 expect "checksum" predict "$tmp/flip.bin" "$tmp/good.txt"
 expect "not a sgrad-fasttext model" predict-prob "$tmp/text.bin" "$tmp/good.txt"
-expect "cannot open\|No such file" test "$tmp/missing.bin" "$tmp/good.txt"
+expect "cannot load the model .*missing.bin: No such file or directory" test "$tmp/missing.bin" "$tmp/good.txt"
+grep -q "not a sgrad-fasttext model" "$tmp/err.txt" && { echo "FAIL: a missing model is called not a model"; fail=1; }
 expect "cannot read" test "$tmp/m.bin" "$tmp/missing.txt"
 if [ -x "$w2v" ]; then
     "$w2v" -train "$tmp/good.txt" -output "$tmp/vec.bin" -binary 1 -size 4 -iter 1 -min-count 1 -threads 1 2>/dev/null
     expect "not a sgrad-fasttext model" test "$tmp/vec.bin" "$tmp/good.txt"
+fi
+
+# hostile models: a valid checksum, so only the loader's own checks can refuse them
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3 || true)
+craft=$(dirname "$0")/fasttext_craft.py
+if [ -n "$py" ]; then
+    "$ft" supervised -input "$tmp/good.txt" -output "$tmp/hs" -loss hs -wordNgrams 2 -bucket 100 $small 2>/dev/null
+    for c in "bucket0:fasttext.bucket 0 with word or character n-grams" "minn-gt-maxn:fasttext.minn > fasttext.maxn" \
+        "hs-counts:label counts" "nan:output holds a value that is not finite" \
+        "inf:input/words holds a value that is not finite" "big-dim:need more bytes than the file's"; do
+        "$py" "$craft" "$tmp/hs.bin" "$tmp/${c%%:*}.bin" "${c%%:*}" || { echo "FAIL: crafting ${c%%:*}"; fail=1; }
+        expect "corrupt model.*${c#*:}" predict "$tmp/${c%%:*}.bin" "$tmp/good.txt"
+    done
+    # no map of a 4-byte row per bucket (8 GB): the model loads within 1 GB and predicts as
+    # the model it came from (-wordNgrams 1: no bucket is looked up)
+    "$py" "$craft" "$tmp/m.bin" "$tmp/big-bucket.bin" big-bucket
+    "$ft" predict-prob "$tmp/m.bin" "$tmp/good.txt" 2 >"$tmp/want.txt"
+    if grep -q '^SGRAD_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+        limit() { ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=1024 "$@"; }
+    else
+        limit() { (ulimit -v 1048576 && exec "$@"); }
+    fi
+    limit "$ft" predict-prob "$tmp/big-bucket.bin" "$tmp/good.txt" 2 >"$tmp/got.txt" 2>"$tmp/err.txt" &&
+        cmp -s "$tmp/want.txt" "$tmp/got.txt" ||
+        { echo "FAIL: a model of 2^31 - 1 buckets does not predict as its source within 1 GB:"; cat "$tmp/err.txt"; fail=1; }
+else
+    echo "skip: no python3 (the hostile models)"
+fi
+
+# answers that cannot be written
+if [ -w /dev/full ]; then
+    for verb in test predict predict-prob; do
+        "$ft" $verb "$tmp/m.bin" "$tmp/good.txt" >/dev/full 2>"$tmp/err.txt"
+        got=$?
+        [ $got -eq 1 ] && grep -q "error writing the output: No space left on device" "$tmp/err.txt" ||
+            { echo "FAIL: $verb >/dev/full exited $got:"; cat "$tmp/err.txt"; fail=1; }
+    done
 fi
 exit $fail

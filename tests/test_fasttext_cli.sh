@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # sgrad-fasttext's verbs end to end: `test` prints N, P@k, R@k as fastText does, with N
 # the lines holding a known label and P@k, R@k recomputed here (awk) from `predict`'s
-# labels against the gold ones; predict-prob gives k labels per line, probabilities
-# descending; predict reads stdin as "-"; -thread 1 and 2 train bitwise the same model.
+# labels against the gold ones, for k = 1, 2, -1 (all labels) and with a threshold th
+# (fastText 0.9.2's [k] [th]); predict-prob gives k labels per line, probabilities
+# descending; with k = -1 every label, whose softmax probabilities (each p + 1e-5) sum to
+# 1; with th the labels of k = -1 whose probability is >= th, in order, at most k; bad k
+# or th is refused; predict reads stdin as "-"; -thread 1 and 2 train bitwise the same model.
 # Where fastText is installed, its `test` on the same file counts the same N and its
 # output has the same three line names. Skips (exit 77) without the programs.
 # usage: tests/test_fasttext_cli.sh BUILD_DIR
@@ -31,19 +34,43 @@ done; echo "__label__zz w1 w2"; echo "w1 w4 no label"; } >"$tmp/test.txt"
     -bucket 10000 -thread 2 -verbose 0
 cmp -s "$tmp/m.bin" "$tmp/m2.bin" || { echo "FAIL: -thread 1 and 2 trained different models"; fail=1; }
 
-for k in 1 2; do
-    "$ft" test "$tmp/m.bin" "$tmp/test.txt" $k >"$tmp/test$k.txt" || { echo "FAIL: test k=$k"; fail=1; }
-    "$ft" predict "$tmp/m.bin" "$tmp/test.txt" $k >"$tmp/pred$k.txt"
-    want=$(paste -d'|' "$tmp/test.txt" "$tmp/pred$k.txt" | awk -F'|' -v k=$k '
+for args in 1 2 -1 "2 0.4" "-1 0.3"; do
+    k=${args%% *} n=${args// /_}
+    "$ft" test "$tmp/m.bin" "$tmp/test.txt" $args >"$tmp/test$n.txt" || { echo "FAIL: test $args"; fail=1; }
+    "$ft" predict "$tmp/m.bin" "$tmp/test.txt" $args >"$tmp/pred$n.txt"
+    want=$(paste -d'|' "$tmp/test.txt" "$tmp/pred$n.txt" | awk -F'|' -v k=$k '
         { n = split($1, w, " "); g = 0; delete gold
           for (i = 1; i <= n; i++) if (w[i] ~ /^__label__t/) { gold[w[i]] = 1; g++ }
           if (g == 0) next
           N++; G += g; m = split($2, p, " "); P += m
           for (i = 1; i <= m; i++) if (p[i] in gold) H++ }
         END { printf "N\t%d\nP@%d\t%.3g\nR@%d\t%.3g\n", N, k, H / P, k, H / G }')
-    if [ "$(cat "$tmp/test$k.txt")" != "$want" ]; then
-        echo "FAIL: test k=$k printed"; cat "$tmp/test$k.txt"; echo "recomputed from predict:"; echo "$want"; fail=1
+    if [ "$(cat "$tmp/test$n.txt")" != "$want" ]; then
+        echo "FAIL: test $args printed"; cat "$tmp/test$n.txt"; echo "recomputed from predict:"; echo "$want"; fail=1
     fi
+done
+"$ft" predict-prob "$tmp/m.bin" "$tmp/test.txt" -1 >"$tmp/all.txt"
+awk '{ s = 0; for (i = 2; i <= NF; i += 2) s += $i
+       if (NF != 6 || s < 0.9999 || s > 1.0001) { print "line " NR ": " $0; bad = 1 } }
+     END { exit bad }' "$tmp/all.txt" || { echo "FAIL: predict-prob -1 does not give every label"; fail=1; }
+for args in "-1 0.3" "1 0.3" "2 0.4" "-1 1.5"; do
+    k=${args%% *} th=${args#* }
+    "$ft" predict-prob "$tmp/m.bin" "$tmp/test.txt" $args >"$tmp/th.txt" || { echo "FAIL: predict-prob $args"; fail=1; }
+    # fastText keeps p >= th; printed is p + 1e-5 (6 digits): lines that close are not judged
+    paste -d'|' "$tmp/all.txt" "$tmp/th.txt" | awk -F'|' -v k=$k -v th=$th '
+        { n = split($1, a, " "); m = split($2, b, " "); want = ""; c = 0; near = 0
+          for (i = 2; i <= n; i += 2) {
+              if (a[i] - 1e-5 - th < 1e-4 && th - (a[i] - 1e-5) < 1e-4) near = 1
+              if (a[i] - 1e-5 >= th && (k < 0 || c < k)) { want = want " " a[i - 1]; c++ } }
+          got = ""; for (i = 1; i < m; i += 2) got = got " " b[i]
+          if (!near && got != want) { print "line " NR ": " $2 " wanted" want; bad = 1 } }
+        END { exit bad }' || { echo "FAIL: predict-prob $args is not the labels of p >= th"; fail=1; }
+done
+[ "$(sort -u "$tmp/th.txt")" = "" ] || { echo "FAIL: th 1.5 kept a label"; fail=1; }
+awk '$2 >= 0.3' "$tmp/all.txt" | grep -q . || { echo "FAIL: no probability >= 0.3 (the th test needs some)"; fail=1; }
+for bad in "0" "-2" "x" "1 x" "1 nan"; do
+    "$ft" predict "$tmp/m.bin" "$tmp/test.txt" $bad >/dev/null 2>"$tmp/err.txt" && { echo "FAIL: predict accepted k th = $bad"; fail=1; }
+    grep -q "bad k\|bad threshold" "$tmp/err.txt" || { echo "FAIL: predict $bad:"; cat "$tmp/err.txt"; fail=1; }
 done
 [ "$(head -n1 "$tmp/test1.txt")" = "$(printf 'N\t90')" ] || { echo "FAIL: N is not 90"; fail=1; }
 

@@ -1,8 +1,11 @@
 /* sgrad-fasttext's model against values obtained another way: fastText's FNV-1a hash
  * (published test vectors, and its sign extension of bytes >= 0x80 written out), the
  * word and character n-gram buckets of a line listed by hand, a training step whose
- * input-table update touches exactly the batch's rows, and a model file whose load gives
- * back the in-memory model's predictions for every loss. */
+ * input-table update touches exactly the batch's rows, a model file whose load gives
+ * back the in-memory model's predictions for every loss, and again when the loaded model
+ * finds its bucket rows by binary search instead of a per-bucket map; the Huffman tree
+ * refuses counts whose sum passes INT64_MAX and takes a sum of exactly INT64_MAX; a query
+ * token is cut to the word the corpus reader makes of it. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -223,6 +226,91 @@ TEST(the_model_file_gives_back_the_models_predictions)
     }
     remove(model);
     remove(path);
+}
+
+TEST(a_loaded_model_searches_its_bucket_rows_as_its_map_finds_them)
+{
+    const char *path = write_corpus();
+    char model[256];
+    snprintf(model, sizeof model, "/tmp/sgrad_test_fasttext_search_%d.bin", (int)getpid());
+    ft_config c = small_config(path, FT_LOSS_SOFTMAX);
+    c.bucket = 1000000; /* a 4 MB map against a file of a few kB */
+    c.maxn = 3;
+    c.minn = 2;
+    c.lr = 0.5;
+    ft_model m, mapped, searched;
+    ft_train_result r;
+    CHECK(ft_train(&c, NULL, &m, &r) == 0);
+    CHECK(ft_model_save(&m, model, stderr) == 0);
+    CHECK(ft_model_load(&mapped, model, 1, false, stderr) == 0);
+    const int64_t floor_was = bucket_map_floor;
+    bucket_map_floor = 0; /* now only the file's size allows a map: too small for it */
+    CHECK(ft_model_load(&searched, model, 1, false, stderr) == 0);
+    bucket_map_floor = floor_was;
+    CHECK(mapped.bucket_map != NULL && searched.bucket_map == NULL);
+    CHECK(searched.n_bucket_rows > 100); /* the search has rows to find */
+    ft_examples ex = {0};
+    CHECK(read_examples(&m, &ex, &r) == 0 && ex.row_off.n == 241);
+    int64_t same = 0;
+    for (int64_t i = 0; i < 240; i++) {
+        ft_ids rows = {ex.rows.v + ex.row_off.v[i], ex.row_off.v[i + 1] - ex.row_off.v[i], 0};
+        double sm[3], sa[3], sb[3];
+        CHECK(ft_predict_scores(&m, &rows, sm) == 0 && ft_predict_scores(&mapped, &rows, sa) == 0 &&
+              ft_predict_scores(&searched, &rows, sb) == 0);
+        same += sm[0] == sa[0] && sm[1] == sa[1] && sm[2] == sa[2] && sm[0] == sb[0] &&
+                sm[1] == sb[1] && sm[2] == sb[2];
+    }
+    CHECK(same == 240); /* the trained model's scores, bit for bit, both ways */
+    ft_examples_free(&ex);
+    ft_model_free(&m);
+    ft_model_free(&mapped);
+    ft_model_free(&searched);
+    remove(model);
+    remove(path);
+}
+
+TEST(a_query_token_is_cut_as_the_corpus_reader_cuts_it)
+{
+    char tokens[6][400];
+    memset(tokens[0], 'a', 150); /* ASCII past the cut */
+    tokens[0][150] = '\0';
+    strcpy(tokens[1], "short");
+    tokens[2][0] = '\0'; /* a 2-byte character across the cut, and one ending at it */
+    for (int i = 0; i < 60; i++) strcat(tokens[2], "\xc3\xa9");
+    strcpy(tokens[3], "a");
+    strcat(tokens[3], tokens[2]);
+    memset(tokens[4], 'b', 97); /* a 4-byte character across the cut */
+    strcpy(tokens[4] + 97, "\xf0\x9f\x98\x80tail");
+    memset(tokens[5], '\x80', 120); /* continuation bytes only: cut where they are */
+    tokens[5][120] = '\0';
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/sgrad_test_fasttext_cut_%d.txt", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (int i = 0; f && i < 6; i++) fprintf(f, "%s\n", tokens[i]);
+    if (f) fclose(f);
+    tc_reader r;
+    CHECK(tc_reader_open(&r, path) == 0);
+    for (int i = 0; i < 6; i++) {
+        char read[TC_MAX_WORD], cut[TC_MAX_WORD];
+        CHECK(tc_reader_next(&r, read) == TC_TOK_WORD && tc_reader_next(&r, cut) == TC_TOK_EOL);
+        ft_word_as_read(tokens[i], cut);
+        if (strcmp(read, cut)) fprintf(stderr, "token %d: the reader keeps %zu bytes, the cut %zu\n", i, strlen(read), strlen(cut));
+        CHECK(strcmp(read, cut) == 0);
+    }
+    tc_reader_close(&r);
+    remove(path);
+}
+
+TEST(the_huffman_tree_refuses_counts_summing_past_int64)
+{
+    tc_huffman t;
+    const int64_t big[3] = {(int64_t)1 << 62, (int64_t)1 << 62, 1}; /* 2^63 + 1 */
+    CHECK(tc_huffman_build(&t, big, 3) == -1);
+    const int64_t edge[2] = {(int64_t)1 << 62, ((int64_t)1 << 62) - 1}; /* INT64_MAX */
+    CHECK(tc_huffman_build(&t, edge, 2) == 0);
+    CHECK(t.n == 2 && t.offsets[1] == 1 && t.offsets[2] == 2); /* each leaf under the root */
+    tc_huffman_free(&t);
 }
 
 TEST_MAIN()

@@ -24,8 +24,9 @@ int tc_huffman_build(tc_huffman *t, const int64_t *counts, int64_t n)
     t->n = 0;
     t->offsets = t->nodes = t->codes = NULL;
     if (n < 1) return -1;
-    for (int64_t i = 0; i < n; i++)
-        if (counts[i] < 0 || (i && counts[i] > counts[i - 1])) return -1;
+    /* the root weighs the sum of all counts: it must fit in an int64 */
+    for (int64_t i = 0, sum = 0; i < n; sum += counts[i], i++)
+        if (counts[i] < 0 || (i && counts[i] > counts[i - 1]) || counts[i] > INT64_MAX - sum) return -1;
     const int64_t total = 2 * n - 1;
     int64_t *weight = malloc((size_t)total * sizeof *weight);
     int64_t *parent = malloc((size_t)total * sizeof *parent);

@@ -61,14 +61,10 @@ void ft_config_default_vectors(ft_config *c, ft_kind kind)
 
 int ft_config_check(const ft_config *c, FILE *err)
 {
+    /* -maxn 0 turns character n-grams off whatever -minn says, as in fastText */
     if (c->maxn > 0 && c->minn > c->maxn) {
         fprintf(err, "sgrad-fasttext: -minn %d > -maxn %d: no character n-gram length fits\n",
                 c->minn, c->maxn);
-        return -1;
-    }
-    if (c->maxn == 0 && c->minn > 0) {
-        fprintf(err, "sgrad-fasttext: -minn %d without -maxn: give -maxn >= -minn for "
-                     "character n-grams, or -minn 0\n", c->minn);
         return -1;
     }
     if (c->bucket == 0 && (c->word_ngrams > 1 || c->maxn > 0)) {
@@ -98,6 +94,15 @@ uint32_t ft_hash(const char *s)
         h *= 16777619u;
     }
     return h;
+}
+
+void ft_word_as_read(const char *token, char *word)
+{
+    size_t n = 0;
+    while (n < TC_MAX_WORD - 1 && token[n]) n++;
+    if (token[n]) n = tc_utf8_cut(token, n, (unsigned char)token[n]);
+    memcpy(word, token, n);
+    word[n] = '\0';
 }
 
 static bool is_label(const ft_dict *d, const char *t)

@@ -55,8 +55,9 @@ typedef struct {
 } ft_config;
 void ft_config_default(ft_config *c);
 void ft_config_default_vectors(ft_config *c, ft_kind kind);
-/* Checks that need no file: -minn <= -maxn when -maxn > 0, -bucket > 0 when word or
- * character n-grams are asked for, positive sizes. 0, or -1 with a message on err. */
+/* Checks that need no file: -minn <= -maxn when -maxn > 0 (-maxn 0: no character
+ * n-grams, whatever -minn), -bucket > 0 when word or character n-grams are asked for,
+ * positive sizes. 0, or -1 with a message on err. */
 int ft_config_check(const ft_config *c, FILE *err);
 
 /* ---- dictionary */
@@ -71,6 +72,10 @@ typedef struct {
 
 /* fastText's 32-bit FNV-1a of a token (each byte sign-extended first, as fastText does). */
 uint32_t ft_hash(const char *s);
+/* A token of any length into word (TC_MAX_WORD bytes) as the corpus reader
+ * (tc_reader_next) cuts it: the first TC_MAX_WORD - 1 bytes, less a UTF-8 character the
+ * cut would split. So a query finds the word that training made of the same token. */
+void ft_word_as_read(const char *token, char *word);
 /* Counts the words and labels of path (every newline counts one FT_EOS), then drops words
  * seen fewer than min_count times and labels fewer than min_count_label times. Returns 0,
  * or -1 with a message on err (unreadable file, no token, no label left for the
@@ -122,8 +127,12 @@ typedef struct {
     sg_tensor *output; /* (labels, dim) f32, or (labels - 1, dim) for hs: inner nodes;
                           vectors: (words, dim), the context rows */
     tc_huffman tree;   /* hs only */
-    /* a loaded model (model.c): input holds the words and the stored bucket rows only;
-     * bucket_map[b] is bucket b's row among the stored ones, -1 for a zero row */
+    /* a loaded model (model.c): input holds the words and the stored bucket rows only,
+     * those of buckets bucket_rows[0..n_bucket_rows) (ascending); bucket_map[b] is bucket
+     * b's row among them (-1: a zero row), or NULL where such a map would be out of
+     * proportion to the file (then a binary search in bucket_rows) */
+    bool loaded;
+    int64_t *bucket_rows, n_bucket_rows;
     int32_t *bucket_map;
     char *label_copy; /* owns cfg.label */
 } ft_model;
@@ -155,11 +164,16 @@ void ft_examples_free(ft_examples *e);
 double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first, int64_t n,
                tc_rng *rng, const tc_noise *noise);
 
-/* Writes m to path (atomically) / reads a model written so. Load errors (not a
- * sgrad-fasttext model, a model of the other kind than vectors asks for (true: skipgram
- * or cbow; false: the classifier), truncated or corrupt) print a message naming path to
- * err. */
+/* Writes m to path (atomically) / reads a model written so. Load errors (a file that
+ * cannot be read, not a sgrad-fasttext model, a model of the other kind than vectors asks
+ * for (true: skipgram or cbow; false: the classifier), truncated or corrupt: metadata
+ * breaking the training rules or implying tensors larger than the file, weights that are
+ * not finite, counts summing past INT64_MAX) print a message naming path to err. Memory
+ * stays in proportion to the file's size. */
 int ft_model_save(const ft_model *m, const char *path, FILE *err);
+/* The message of a failed write of path recorded on ctx, printed once: the library's I/O
+ * messages name the file already. */
+void ft_write_error(const sg_ctx *ctx, const char *path, FILE *err);
 int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE *err);
 
 /* The mean of input rows `rows` (indices as ft_dict_word_rows gives them) into h (dim);

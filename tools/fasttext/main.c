@@ -1,12 +1,14 @@
 /* sgrad-fasttext command line: fastText's verbs supervised, test, predict, predict-prob,
  * skipgram, cbow, print-word-vectors, nn and analogies with its flags, defaults and output
  * formats. Everything but answers (and the query prompts, which fastText prints to stdout
- * too) goes to stderr.
+ * too) goes to stderr; an answer that cannot be written makes the verb fail.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,10 @@ static void usage(FILE *f)
             "    -seed N           random seed (0)\n"
             "    -batch N          examples per sgrad step (1, as fastText's per-example SGD)\n"
             "    -verbose N        0: quiet (2)\n"
-            "  sgrad-fasttext test MODEL.bin FILE [k]          N, P@k, R@k (k = 1)\n"
-            "  sgrad-fasttext predict MODEL.bin FILE|- [k]     the k most likely labels per line\n"
-            "  sgrad-fasttext predict-prob MODEL.bin FILE|- [k] the same with probabilities\n"
+            "  sgrad-fasttext test MODEL.bin FILE [k] [th]           N, P@k, R@k (k = 1)\n"
+            "  sgrad-fasttext predict MODEL.bin FILE|- [k] [th]      the k most likely labels per line\n"
+            "  sgrad-fasttext predict-prob MODEL.bin FILE|- [k] [th] the same with probabilities\n"
+            "    k = -1: all labels; th: only labels of probability >= th (0)\n"
             "\n"
             "  sgrad-fasttext skipgram|cbow -input FILE -output MODEL [options]  (MODEL.bin, MODEL.vec)\n"
             "    the options above, with the defaults -minCount 5 -minn 3 -maxn 6 -lr 0.05\n"
@@ -47,6 +50,25 @@ static void usage(FILE *f)
             "  sgrad-fasttext print-word-vectors MODEL.bin < words  a vector per word read\n"
             "  sgrad-fasttext nn MODEL.bin [k]          nearest neighbours of each word read (10)\n"
             "  sgrad-fasttext analogies MODEL.bin [k]   A - B + C for each three words read (10)\n");
+}
+
+static int out_errno; /* the error of the first write to stdout that failed */
+
+/* Whether stdout still takes answers; keeps the error of a failed write. */
+static bool out_ok(void)
+{
+    if (!ferror(stdout)) return true;
+    if (!out_errno) out_errno = errno ? errno : EIO;
+    return false;
+}
+
+/* The end of a verb's answers: 0, or 1 with a message when some could not be written. */
+static int out_finish(void)
+{
+    if (fflush(stdout) && !out_errno) out_errno = errno;
+    if (!out_errno && !ferror(stdout)) return 0;
+    fprintf(stderr, "sgrad-fasttext: error writing the output: %s\n", strerror(out_errno ? out_errno : EIO));
+    return 1;
 }
 
 /* Training flags into c; 0, 2 with a message, or -1 after printing the usage (-help). */
@@ -111,6 +133,107 @@ static int parse_flags(int argc, char **argv, ft_config *c)
     return 0;
 }
 
+/* path with its symlinks followed, as the library's atomic writers resolve a destination
+ * (so a link stays a link): malloc'd (it may not exist yet), or NULL with errno set. */
+static char *follow_links(const char *path)
+{
+    char *cur = strdup(path), target[4096];
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) || !S_ISLNK(st.st_mode)) return cur;
+        const ssize_t k = hops == 40 ? -1 : readlink(cur, target, sizeof target);
+        if (k < 0 || k == (ssize_t)sizeof target) {
+            const int e = hops == 40 ? ELOOP : k < 0 ? errno : ENAMETOOLONG;
+            free(cur);
+            errno = e;
+            return NULL;
+        }
+        target[k] = '\0';
+        const char *slash = strrchr(cur, '/');
+        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dir + (size_t)k + 1); /* relative: to the link's directory */
+        if (next) {
+            memcpy(next, cur, dir);
+            memcpy(next + dir, target, (size_t)k + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* The rename of path into its directory made durable (best effort, as outfile.c). */
+static void sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = strdup(slash ? path : ".");
+    if (!dir) return;
+    if (slash) dir[slash == path ? 1 : slash - path] = '\0';
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+/* Writes paths[0] (the model) and, with n 2, paths[1] (the .vec) so that all are replaced
+ * or none: each is written whole to a staged file beside its destination (by the
+ * library's atomic writers) and only when all are written are they renamed over the
+ * destinations. On failure the staged files go and the destinations stay as they were
+ * (short of a rename failing after the first). 0, or -1 with a message. */
+static int save_outputs(const ft_model *m, char *const *paths, int n)
+{
+    char *dest[2] = {NULL, NULL}, *staged[2] = {NULL, NULL};
+    bool made[2] = {false, false}, old[2] = {false, false};
+    struct stat st[2];
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        dest[i] = follow_links(paths[i]);
+        const size_t len = dest[i] ? strlen(dest[i]) + 48 : 0;
+        staged[i] = dest[i] ? malloc(len) : NULL;
+        old[i] = staged[i] && stat(dest[i], &st[i]) == 0;
+        /* made private while the old file is there, given its mode once complete, as the
+         * library treats a file it replaces */
+        for (int attempt = 0; staged[i] && !made[i] && attempt < 100; attempt++) {
+            snprintf(staged[i], len, "%s.staged-%ld-%d", dest[i], (long)getpid(), attempt);
+            const int fd = open(staged[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, old[i] ? 0600 : 0666);
+            made[i] = fd >= 0 && close(fd) == 0;
+            if (fd < 0 && errno != EEXIST) break;
+        }
+        if (!made[i]) {
+            fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[i], strerror(errno));
+            rc = -1;
+        }
+    }
+    if (!rc) rc = ft_model_save(m, staged[0], stderr);
+    if (!rc && n > 1) rc = ft_write_vec(m, staged[1], stderr);
+    for (int i = 0; i < n && !rc; i++)
+        if (old[i] && chmod(staged[i], st[i].st_mode & 0777)) {
+            fprintf(stderr, "sgrad-fasttext: cannot give %s the mode of %s: %s\n", staged[i], dest[i],
+                    strerror(errno));
+            rc = -1;
+        }
+    if (rc) fprintf(stderr, "sgrad-fasttext: %s%s%s left as %s\n", paths[0], n > 1 ? " and " : "",
+                    n > 1 ? paths[1] : "", n > 1 ? "they were" : "it was");
+    for (int i = 0; i < n && !rc; i++) {
+        if (rename(staged[i], dest[i])) {
+            fprintf(stderr, "sgrad-fasttext: cannot rename %s to %s: %s\n", staged[i], dest[i], strerror(errno));
+            rc = -1;
+            break;
+        }
+        made[i] = false;
+        sync_dir(dest[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        if (made[i]) unlink(staged[i]);
+        free(dest[i]);
+        free(staged[i]);
+    }
+    return rc;
+}
+
 /* supervised, skipgram, cbow: trains and writes MODEL.bin (and MODEL.vec for vectors). */
 static int cmd_train(ft_kind kind, int argc, char **argv)
 {
@@ -119,7 +242,7 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
     else ft_config_default_vectors(&c, kind);
     c.threads = 12;
     const int bad = parse_flags(argc, argv, &c);
-    if (bad) return bad < 0 ? 0 : bad;
+    if (bad) return bad < 0 ? out_finish() : bad;
     if (!c.input || !c.output) {
         fprintf(stderr, "sgrad-fasttext: %s needs -input and -output\n", ft_kind_name(kind));
         return 2;
@@ -149,8 +272,7 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
     if (!rc) rc = kind == FT_SUPERVISED ? ft_train(&c, c.verbose > 1 ? stderr : NULL, &m, &r)
                                         : ft_train_vectors(&c, c.verbose > 1 ? stderr : NULL, &m, &r);
     if (!rc) {
-        rc = ft_model_save(&m, path, stderr);
-        if (!rc && kind != FT_SUPERVISED) rc = ft_write_vec(&m, vec, stderr);
+        rc = save_outputs(&m, (char *[]){path, vec}, kind == FT_SUPERVISED ? 1 : 2);
         if (!rc && c.verbose > 0)
             fprintf(stderr, "sgrad-fasttext: %lld examples x %d epochs in %.2f s, final loss %.4f; "
                             "wrote %s%s%s\n", (long long)r.examples, c.epoch, r.seconds, r.final_loss,
@@ -179,16 +301,21 @@ static int64_t best_k(const double *score, int64_t C, int64_t k, int64_t *best)
     return n;
 }
 
-/* test / predict / predict-prob over the lines of path. */
+/* test / predict / predict-prob over the lines of path, with fastText 0.9.2's [k] [th]. */
 static int cmd_eval(const char *verb, int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "sgrad-fasttext: %s needs MODEL.bin FILE [k]\n", verb);
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "sgrad-fasttext: %s needs MODEL.bin FILE [k] [th]\n", verb);
         return 2;
     }
     int64_t k = 1;
-    if (argc == 3 && !tc_parse_int(argv[2], 1, INT32_MAX, &k)) {
-        fprintf(stderr, "sgrad-fasttext: bad k: %s\n", argv[2]);
+    double th = 0;
+    if (argc >= 3 && (!tc_parse_int(argv[2], -1, INT32_MAX, &k) || k == 0)) {
+        fprintf(stderr, "sgrad-fasttext: bad k: %s (1 or more, or -1 for all labels)\n", argv[2]);
+        return 2;
+    }
+    if (argc == 4 && !tc_parse_real(argv[3], -DBL_MAX, DBL_MAX, &th)) {
+        fprintf(stderr, "sgrad-fasttext: bad threshold: %s\n", argv[3]);
         return 2;
     }
     const bool test = !strcmp(verb, "test"), probs = !strcmp(verb, "predict-prob");
@@ -200,9 +327,11 @@ static int cmd_eval(const char *verb, int argc, char **argv)
         ft_model_free(&m);
         return 1;
     }
-    const int64_t C = m.dict.labels.size;
+    const int64_t C = m.dict.labels.size, kk = k < 0 || k > C ? C : k;
+    /* fastText keeps a label when its probability p >= th; a score is log(p + 1e-5) */
+    const double min_score = th > 0 ? log(th + FT_LOG_EPS) : -INFINITY;
     double *score = malloc((size_t)C * sizeof *score);
-    int64_t *best = malloc((size_t)(k < C ? k : C) * sizeof *best);
+    int64_t *best = malloc((size_t)kk * sizeof *best);
     ft_ids rows = {0}, labels = {0};
     int64_t n_ex = 0, hits = 0, predicted = 0, gold = 0;
     int rc = score && best ? 0 : -1, more = 0;
@@ -214,7 +343,8 @@ static int cmd_eval(const char *verb, int argc, char **argv)
             rc = -1;
             break;
         }
-        const int64_t n = rows.n ? best_k(score, C, k < C ? k : C, best) : 0;
+        int64_t n = rows.n ? best_k(score, C, kk, best) : 0;
+        while (n > 0 && score[best[n - 1]] < min_score) n--;
         if (test) {
             if (!labels.n || !rows.n) continue;
             n_ex++;
@@ -233,13 +363,14 @@ static int cmd_eval(const char *verb, int argc, char **argv)
             if (probs) printf(" %g", exp(score[best[i]]));
         }
         putchar('\n');
+        if (!out_ok()) break;
     }
     if (more < 0 || rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
     else if (ferror(l.rd.f)) {
         fprintf(stderr, "sgrad-fasttext: error reading %s\n", argv[1]);
         rc = -1;
     }
-    if (!rc && test) {
+    if (!rc && more >= 0 && test) {
         printf("N\t%lld\n", (long long)n_ex);
         printf("P@%lld\t%.3g\n", (long long)k, predicted ? (double)hits / (double)predicted : 0.0);
         printf("R@%lld\t%.3g\n", (long long)k, gold ? (double)hits / (double)gold : 0.0);
@@ -250,7 +381,30 @@ static int cmd_eval(const char *verb, int argc, char **argv)
     ft_ids_free(&labels);
     ft_lines_close(&l);
     ft_model_free(&m);
-    return rc || more < 0 || fflush(stdout) ? 1 : 0;
+    return rc || more < 0 ? 1 : out_finish();
+}
+
+/* The next token of stdin, whole, into *tok (grown as needed), split where the training
+ * reader splits (blanks, control bytes, newlines): 1, 0 at the end of stdin, -1 out of
+ * memory. */
+static int read_token(char **tok, size_t *cap)
+{
+    int c;
+    do c = getchar();
+    while (c != EOF && (c <= ' ' || c == 0x7f));
+    size_t n = 0;
+    for (; c != EOF && c > ' ' && c != 0x7f; c = getchar()) {
+        if (n + 1 >= *cap) {
+            const size_t grown = *cap ? 2 * *cap : 128;
+            char *t = realloc(*tok, grown);
+            if (!t) return -1;
+            *tok = t;
+            *cap = grown;
+        }
+        (*tok)[n++] = (char)c;
+    }
+    if (n) (*tok)[n] = '\0';
+    return n > 0;
 }
 
 /* print-word-vectors: each word read from stdin and its vector (fastText's format). */
@@ -264,18 +418,22 @@ static int cmd_print_vectors(int argc, char **argv)
     if (ft_model_load(&m, argv[0], 1, true, stderr)) return 1;
     const int64_t D = m.cfg.dim;
     float *v = malloc((size_t)D * sizeof *v);
-    char word[TC_MAX_WORD];
-    int rc = v ? 0 : -1;
-    while (!rc && scanf("%99s", word) == 1) {
+    char word[TC_MAX_WORD], *tok = NULL;
+    size_t cap = 0;
+    int rc = v ? 0 : -1, got = 0;
+    while (!rc && (got = read_token(&tok, &cap)) > 0) {
+        ft_word_as_read(tok, word);
         if ((rc = ft_word_vector(&m, word, v))) break;
-        printf("%s ", word);
+        printf("%s ", tok);
         for (int64_t d = 0; d < D; d++) printf("%.5g ", v[d]);
         putchar('\n');
+        if (!out_ok()) break;
     }
-    if (rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
+    if (rc || got < 0) fprintf(stderr, "sgrad-fasttext: out of memory\n");
     free(v);
+    free(tok);
     ft_model_free(&m);
-    return rc || fflush(stdout) ? 1 : 0;
+    return rc || got < 0 ? 1 : out_finish();
 }
 
 /* nn and analogies: queries of 1 (nn) or 3 (analogies: A - B + C) words from stdin, each
@@ -295,19 +453,23 @@ static int cmd_query(bool analogies, int argc, char **argv)
     int64_t *best = malloc((size_t)kk * sizeof *best);
     double *sim = malloc((size_t)kk * sizeof *sim);
     const int n_words = analogies ? 3 : 1;
-    char word[3][TC_MAX_WORD];
+    char word[TC_MAX_WORD], *tok[3] = {NULL, NULL, NULL};
+    size_t cap[3] = {0, 0, 0};
     int rc = q && v && best && sim ? 0 : -1;
-    for (;;) {
+    while (!rc) {
         printf(analogies ? "Query triplet (A - B + C)? " : "Query word? ");
         fflush(stdout);
-        int got = 0;
-        while (got < n_words && scanf("%99s", word[got]) == 1) got++;
-        if (rc || got < n_words) break;
+        if (!out_ok()) break;
+        int got = 0, r = 1;
+        while (got < n_words && (r = read_token(&tok[got], &cap[got])) > 0) got++;
+        if (r < 0) rc = -1;
+        if (got < n_words) break;
         int64_t ban[3];
         for (int64_t d = 0; d < D; d++) q[d] = 0;
         for (int i = 0; i < n_words && !rc; i++) {
-            ban[i] = tc_vocab_find(&m.dict.words, word[i]);
-            if ((rc = ft_word_vector(&m, word[i], v))) break;
+            ft_word_as_read(tok[i], word);
+            ban[i] = tc_vocab_find(&m.dict.words, word);
+            if ((rc = ft_word_vector(&m, word, v))) break;
             double n2 = 0;
             for (int64_t d = 0; d < D; d++) n2 += (double)v[d] * v[d];
             /* nn: the vector itself; analogies: unit vectors, as fastText's */
@@ -327,8 +489,9 @@ static int cmd_query(bool analogies, int argc, char **argv)
     free(table);
     free(best);
     free(sim);
+    for (int i = 0; i < 3; i++) free(tok[i]);
     ft_model_free(&m);
-    return rc || fflush(stdout) ? 1 : 0;
+    return rc ? 1 : out_finish();
 }
 
 int main(int argc, char **argv)
@@ -340,7 +503,7 @@ int main(int argc, char **argv)
     const char *verb = argv[1];
     if (!strcmp(verb, "-h") || !strcmp(verb, "-help") || !strcmp(verb, "--help") || !strcmp(verb, "help")) {
         usage(stdout);
-        return 0;
+        return out_finish();
     }
     if (!strcmp(verb, "supervised")) return cmd_train(FT_SUPERVISED, argc - 2, argv + 2);
     if (!strcmp(verb, "skipgram")) return cmd_train(FT_SKIPGRAM, argc - 2, argv + 2);

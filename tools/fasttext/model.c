@@ -6,12 +6,16 @@
  *   output (W,dim) f32, words/counts (W) i64                            (vectors)
  * and metadata "fasttext.*": kind "supervised", "skipgram" or "cbow", the
  * hyperparameters, the words and the labels (each list joined by newlines, in row order;
- * no label for vectors). The bucket table is stored sparse:
+ * vectors keep the corpus's labels, which their training ignores, as fastText does). The
+ * bucket table is stored sparse:
  * bucket_rows are the buckets whose row is not all zeros, ascending, with their values.
  * Bucket rows start at zero and only training steps that use a bucket move its row, so
  * the rows left out are exactly zero and the load gives back the trained table.
- * A loaded model keeps the stored rows only: input is (W + k, dim) and bucket_map[b] is
- * the row of bucket b among them, or -1 for a zero row.
+ * A loaded model keeps the stored rows only: input is (W + k, dim); a bucket's row among
+ * them is found through bucket_map (one int32 per bucket) or, where that map would be out
+ * of proportion to the file, by binary search in bucket_rows.
+ * The loader trusts no number of the metadata: the tensors it implies must fit in the
+ * file before anything is allocated, and the training rules must hold.
  */
 #include "ft.h"
 
@@ -19,8 +23,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FT_FORMAT "1"
+/* A loaded model's bucket_map is made when it takes at most this many bytes or the file's
+ * size, whichever is more (fastText's default 2M buckets: 8 MB); else lookups search
+ * bucket_rows. A variable so that a test can send a small model down the search path. */
+static int64_t bucket_map_floor = (int64_t)32 << 20;
 #define N_TENSORS 5
 static const char *const tensor_names[N_TENSORS] = {"input/words", "input/bucket_rows",
                                                     "input/bucket_values", "output",
@@ -44,6 +53,12 @@ static char *join_words(char *const *words, int64_t n)
     }
     *p = '\0';
     return s;
+}
+
+void ft_write_error(const sg_ctx *ctx, const char *path, FILE *err)
+{
+    if (sg_ctx_status(ctx) == SG_ERR_IO) fprintf(err, "sgrad-fasttext: %s\n", sg_ctx_message(ctx));
+    else fprintf(err, "sgrad-fasttext: cannot write %s: %s\n", path, sg_ctx_message(ctx));
 }
 
 int ft_model_save(const ft_model *m, const char *path, FILE *err)
@@ -114,7 +129,7 @@ int ft_model_save(const ft_model *m, const char *path, FILE *err)
     const sg_checkpoint_meta meta = {(int64_t)(sizeof keys / sizeof keys[0]), keys, vals};
     if (sg_checkpoint_save(ctx, path, params, N_TENSORS, vectors ? vector_tensor_names : tensor_names,
                            NULL, &meta)) {
-        fprintf(err, "sgrad-fasttext: cannot write %s: %s\n", path, sg_ctx_message(ctx));
+        ft_write_error(ctx, path, err);
         goto done;
     }
     rc = 0;
@@ -168,6 +183,22 @@ static int vocab_of_list(tc_vocab *v, const char *list, int64_t *n_out)
     return 0;
 }
 
+/* Adds rows x cols elements of elem bytes to *bytes; false once the sum passes limit. */
+static bool add_bytes(int64_t *bytes, int64_t rows, int64_t cols, int64_t elem, int64_t limit)
+{
+    if (rows > (limit - *bytes) / (cols * elem)) return false;
+    *bytes += rows * cols * elem;
+    return true;
+}
+
+static bool all_finite(sg_tensor *t)
+{
+    const float *v = sg_tensor_f32(t);
+    for (int64_t i = 0, n = sg_tensor_numel(t); i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
+}
+
 int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE *err)
 {
     memset(m, 0, sizeof *m);
@@ -182,9 +213,21 @@ int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE
     sg_tensor *t[N_TENSORS] = {NULL};
     const char *why = NULL;
     int rc = -1;
+    /* the file's size bounds every tensor the metadata may ask for */
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    int open_errno = !f ? errno : fstat(fileno(f), &st) ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (f) fclose(f);
+    if (open_errno) {
+        fprintf(err, "sgrad-fasttext: cannot load the model %s: %s\n", path, strerror(open_errno));
+        goto done;
+    }
+    const int64_t file_bytes = st.st_size;
     if (sg_checkpoint_read_meta(m->ctx, path, &meta)) {
-        fprintf(err, "sgrad-fasttext: cannot load the model %s: not a sgrad-fasttext model: %s\n", path,
-                sg_ctx_message(m->ctx));
+        const int status = sg_ctx_status(m->ctx);
+        if (status == SG_ERR_NOMEM) goto nomem;
+        fprintf(err, "sgrad-fasttext: cannot load the model %s: %s%s\n", path,
+                status == SG_ERR_IO ? "" : "not a sgrad-fasttext model: ", sg_ctx_message(m->ctx));
         goto done;
     }
     const char *kind = sg_checkpoint_meta_get(&meta, "fasttext.kind");
@@ -222,11 +265,29 @@ int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE
         !meta_int(&meta, "fasttext.bucket_rows", 0, bucket, &k) || !loss ||
         !ft_loss_parse(loss, &c->loss) || !label || !*label || !words || !labels)
         why = "missing or bad hyperparameters";
+    /* the rules ft_config_check puts on the flags (the hashing divides by bucket) */
+    else if (bucket == 0 && (ngr > 1 || maxn > 0))
+        why = "fasttext.bucket 0 with word or character n-grams";
+    else if (maxn > 0 && minn > maxn)
+        why = "fasttext.minn > fasttext.maxn";
+    else if (vectors && c->loss != FT_LOSS_NS)
+        why = "word vectors with a loss other than ns";
+    /* a vector model keeps the corpus's labels (training ignores them) */
     else if (vocab_of_list(&m->dict.words, words, &W) || vocab_of_list(&m->dict.labels, labels, &C) ||
-             (vectors ? C != 0 || W < 1 : C < 1))
+             (vectors ? W < 1 : C < 1))
         why = "bad word or label list";
     if (why) {
         fprintf(err, "sgrad-fasttext: %s: corrupt model metadata (%s)\n", path, why);
+        goto done;
+    }
+    const int64_t n_out = vectors ? W : c->loss == FT_LOSS_HS ? C - 1 : C, n_counts = vectors ? W : C;
+    int64_t bytes = 0;
+    if (!add_bytes(&bytes, W, dim, 4, file_bytes) || !add_bytes(&bytes, k, 1, 8, file_bytes) ||
+        !add_bytes(&bytes, k, dim, 4, file_bytes) || !add_bytes(&bytes, n_out, dim, 4, file_bytes) ||
+        !add_bytes(&bytes, n_counts, 1, 8, file_bytes)) {
+        fprintf(err, "sgrad-fasttext: %s: corrupt model metadata (dim %lld, %lld words, %lld labels "
+                     "and %lld bucket rows need more bytes than the file's %lld)\n", path, (long long)dim,
+                (long long)W, (long long)C, (long long)k, (long long)file_bytes);
         goto done;
     }
     c->dim = (int)dim;
@@ -241,7 +302,6 @@ int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE
     if (!(m->label_copy = malloc(strlen(label) + 1))) goto nomem;
     c->label = strcpy(m->label_copy, label);
     m->dict.label_prefix = c->label;
-    const int64_t n_out = vectors ? W : c->loss == FT_LOSS_HS ? C - 1 : C, n_counts = vectors ? W : C;
     t[0] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, dim});
     t[1] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){k});
     t[2] = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){k, dim});
@@ -249,33 +309,50 @@ int ft_model_load(ft_model *m, const char *path, int threads, bool vectors, FILE
     t[4] = sg_tensor_new(m->ctx, SG_I64, 1, (int64_t[]){n_counts});
     for (int i = 0; i < N_TENSORS; i++)
         if (!t[i]) goto nomem;
-    if (sg_checkpoint_load(m->ctx, path, t, N_TENSORS, vectors ? vector_tensor_names : tensor_names,
-                           NULL, NULL)) {
-        fprintf(err, "sgrad-fasttext: %s: cannot load the model: %s\n", path, sg_ctx_message(m->ctx));
+    const char *const *names = vectors ? vector_tensor_names : tensor_names;
+    if (sg_checkpoint_load(m->ctx, path, t, N_TENSORS, names, NULL, NULL)) {
+        fprintf(err, "sgrad-fasttext: cannot load the model %s: %s\n", path, sg_ctx_message(m->ctx));
         goto done;
     }
+    for (int i = 0; i < N_TENSORS; i++)
+        if (sg_tensor_dtype(t[i]) == SG_F32 && !all_finite(t[i])) {
+            fprintf(err, "sgrad-fasttext: %s: corrupt model (%s holds a value that is not finite)\n",
+                    path, names[i]);
+            goto done;
+        }
     const int64_t *rows = sg_tensor_data(t[1]), *counts = sg_tensor_data(t[4]);
     for (int64_t i = 0; i < k; i++)
         if (rows[i] < 0 || rows[i] >= bucket || (i && rows[i] <= rows[i - 1])) {
             fprintf(err, "sgrad-fasttext: %s: corrupt model (bucket row %lld)\n", path, (long long)i);
             goto done;
         }
+    /* counts summing past INT64_MAX would overflow the hs tree's weights */
     tc_vocab *counted = vectors ? &m->dict.words : &m->dict.labels;
+    int64_t sum = 0;
     for (int64_t i = 0; i < n_counts; i++) {
-        if (counts[i] < 0 || (i && counts[i] > counts[i - 1])) {
-            fprintf(err, "sgrad-fasttext: %s: corrupt model (%s counts)\n", path, vectors ? "word" : "label");
+        if (counts[i] < 0 || (i && counts[i] > counts[i - 1]) || counts[i] > INT64_MAX - sum) {
+            fprintf(err, "sgrad-fasttext: %s: corrupt model (%s counts: negative, rising or summing "
+                         "past 2^63 - 1)\n", path, vectors ? "word" : "label");
             goto done;
         }
+        sum += counts[i];
         counted->counts[i] = counts[i];
     }
-    if (c->loss == FT_LOSS_HS && tc_huffman_build(&m->tree, counts, C)) goto nomem;
+    if (c->loss == FT_LOSS_HS && !vectors && tc_huffman_build(&m->tree, counts, C)) goto nomem;
     m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + k, dim});
-    m->bucket_map = malloc((size_t)(bucket ? bucket : 1) * sizeof *m->bucket_map);
-    if (!m->input || !m->bucket_map) goto nomem;
+    m->bucket_rows = malloc((size_t)(k ? k : 1) * sizeof *m->bucket_rows);
+    /* the map, one int32 a bucket, only where it is in proportion to the file */
+    const bool map = bucket * (int64_t)sizeof *m->bucket_map <=
+                     (file_bytes > bucket_map_floor ? file_bytes : bucket_map_floor);
+    if (map) m->bucket_map = malloc((size_t)(bucket ? bucket : 1) * sizeof *m->bucket_map);
+    if (!m->input || !m->bucket_rows || (map && !m->bucket_map)) goto nomem;
     memcpy(sg_tensor_data(m->input), sg_tensor_data(t[0]), (size_t)(W * dim) * sizeof(float));
     memcpy(sg_tensor_f32(m->input) + W * dim, sg_tensor_data(t[2]), (size_t)(k * dim) * sizeof(float));
-    for (int64_t b = 0; b < bucket; b++) m->bucket_map[b] = -1;
-    for (int64_t i = 0; i < k; i++) m->bucket_map[rows[i]] = (int32_t)i;
+    if (k) memcpy(m->bucket_rows, rows, (size_t)k * sizeof *rows);
+    m->n_bucket_rows = k;
+    for (int64_t b = 0; map && b < bucket; b++) m->bucket_map[b] = -1;
+    for (int64_t i = 0; map && i < k; i++) m->bucket_map[rows[i]] = (int32_t)i;
+    m->loaded = true;
     m->output = t[3];
     t[3] = NULL;
     rc = 0;
@@ -291,6 +368,19 @@ done:
 
 /* ---- prediction */
 
+/* Bucket b's row among a loaded model's stored ones, or -1 (a zero row). */
+static int64_t stored_bucket_row(const ft_model *m, int64_t b)
+{
+    if (m->bucket_map) return m->bucket_map[b];
+    int64_t lo = 0, hi = m->n_bucket_rows; /* bucket_rows is ascending */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (m->bucket_rows[mid] < b) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->n_bucket_rows && m->bucket_rows[lo] == b ? lo : -1;
+}
+
 void ft_input_mean(const ft_model *m, const ft_ids *rows, double *h)
 {
     const int64_t D = m->cfg.dim, W = m->dict.words.size;
@@ -298,8 +388,8 @@ void ft_input_mean(const ft_model *m, const ft_ids *rows, double *h)
     for (int64_t d = 0; d < D; d++) h[d] = 0;
     for (int64_t i = 0; i < rows->n; i++) {
         int64_t r = rows->v[i];
-        if (r >= W && m->bucket_map) {
-            int32_t k = m->bucket_map[r - W];
+        if (r >= W && m->loaded) {
+            const int64_t k = stored_bucket_row(m, r - W);
             if (k < 0) continue; /* a zero row: counted by the mean, adds nothing */
             r = W + k;
         }

@@ -33,6 +33,7 @@ void ft_model_free(ft_model *m)
     ft_dict_free(&m->dict);
     tc_huffman_free(&m->tree);
     free(m->bucket_map);
+    free(m->bucket_rows);
     free(m->label_copy);
     sg_ctx_free(m->ctx); /* frees the tables */
     memset(m, 0, sizeof *m);

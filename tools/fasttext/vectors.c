@@ -356,7 +356,8 @@ int ft_write_vec(const ft_model *m, const char *path, FILE *err)
 {
     sg_tensor *t = vocab_vectors(m);
     int rc = t ? sg_wordvec_write(path, t, (const char *const *)m->dict.words.words, 0) : -1;
-    if (rc) fprintf(err, "sgrad-fasttext: cannot write %s: %s\n", path, t ? sg_ctx_message(m->ctx) : "out of memory");
+    if (!t) fprintf(err, "sgrad-fasttext: cannot write %s: out of memory\n", path);
+    else if (rc) ft_write_error(m->ctx, path, err);
     sg_tensor_free(t);
     return rc ? -1 : 0;
 }
