@@ -5,9 +5,9 @@ beside analogy accuracy.
 
 The pairs are the distinct word pairs of the analogy file (questions-words.txt: each
 question "a b c d" holds the related pairs (a, b) and (c, d): a capital and its country,
-a verb and its past tense, ...), lowercased as `sgrad-w2v -evaluate` does. A query is one
-word of a pair whose two words are both among the RESTRICT most frequent words (the
-file's first rows); it hits when the other word is among its K nearest neighbours by
+a verb and its past tense, ...), lowercased (`sgrad-w2v -evaluate` ignores ASCII case).
+A query is one word of a pair whose two words are both among the RESTRICT most frequent
+words (the file's first rows); it hits when the other word is among its K nearest neighbours by
 cosine similarity in those rows (the query itself excluded). Each pair gives two queries
 (a to b, b to a). Prints "pair hits@K P% (HITS of QUERIES queries, PAIRS pairs)".
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sgrad-w2v fails loudly and early: no -output, an output in a missing directory, an
-# output that is a directory or a device, a corpus from a pipe are refused (status 2)
+# output that is a directory or a device, an output name too long for the temporary file
+# beside it, a corpus from a pipe are refused (status 2)
 # before training; a write error at the end (file-size limit, EFBIG) and a kill -9 during
 # the write of a large -output leave the previous vectors file byte for byte; a corpus
 # with NUL and other control bytes trains and writes its vectors. Skips (exit 77) when the
@@ -37,6 +38,16 @@ expect 2 "-output FILE is required" -train "$tmp/c.txt" $small
 expect 2 "does not exist" -train "$tmp/c.txt" -output /nonexistent/x.vec $small
 expect 2 "is a directory" -train "$tmp/c.txt" -output "$tmp" $small
 expect 2 "not a regular file" -train "$tmp/c.txt" -output /dev/full $small
+# a legal name (at most NAME_MAX bytes) whose temporary name ("NAME.tmp-PID-N") is not:
+# refused before training instead of failing at the write
+name_max=$(getconf NAME_MAX "$tmp")
+long=$(printf 'v%.0s' $(seq $((name_max - 10))))
+expect 2 "the temporary file beside it" -train "$tmp/c.txt" -output "$tmp/$long" $small
+[ -e "$tmp/$long" ] && { echo "FAIL: a refused -output was written"; fail=1; }
+expect 2 "the temporary file beside it" -train "$tmp/c.txt" -output "$tmp/o.vec" -checkpoint "$tmp/$long" $small
+fits=$(printf 'v%.0s' $(seq $((name_max - 40))))
+"$w2v" -train "$tmp/c.txt" -output "$tmp/$fits" $small -debug 0 2>"$tmp/err.txt" ||
+    { echo "FAIL: a $((name_max - 40))-byte -output was refused:"; cat "$tmp/err.txt"; fail=1; }
 cat "$tmp/c.txt" | "$w2v" -train /dev/stdin -output "$tmp/p.vec" $small 2>"$tmp/err.txt"
 if [ $? -ne 2 ] || ! grep -q "not a regular file" "$tmp/err.txt" || [ -e "$tmp/p.vec" ]; then
     echo "FAIL: a corpus from a pipe was not refused:"; cat "$tmp/err.txt"; fail=1

@@ -1,6 +1,7 @@
 /* The query module of sgrad-w2v (tools/w2v/query.c): nearest neighbours with k = 0 write
- * nothing, and the analogy benchmark scores every covered question whatever the vectors'
- * dimension (answers worked out by hand from vectors built on basis directions). */
+ * nothing, a query of subnormal values gives finite cosines, and the analogy benchmark
+ * scores every covered question whatever the vectors' dimension (answers worked out by
+ * hand from vectors built on basis directions). */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -21,6 +22,19 @@ TEST(nearest_with_k_zero_finds_nothing_and_writes_nothing)
     CHECK(w2v_nearest(unit, 3, 2, q, NULL, 0, 1, best, NULL) == 1 && best[0] == 0);
     const int64_t ex = 0;
     CHECK(w2v_nearest(unit, 3, 2, q, &ex, 1, 1, best, NULL) == 1 && best[0] == 2);
+}
+
+TEST(nearest_with_a_tiny_query_gives_finite_cosines)
+{
+    /* query (1e-45, 0), a subnormal float: its direction is e1, so the cosines with the
+     * rows e1, e2 and the zero row are 1, 0 and 0 (1 / its norm overflows a float) */
+    const float unit[3 * 2] = {1, 0, 0, 1, 0, 0};
+    const float q[2] = {1e-45f, 0};
+    int64_t best[3];
+    float sims[3];
+    CHECK(w2v_nearest(unit, 3, 2, q, NULL, 0, 3, best, sims) == 3);
+    CHECK(best[0] == 0 && fabsf(sims[0] - 1) < 1e-6f);
+    CHECK(sims[1] == 0 && sims[2] == 0);
 }
 
 TEST(evaluate_scores_questions_of_any_dimension)
@@ -53,7 +67,7 @@ TEST(evaluate_scores_questions_of_any_dimension)
     fclose(f);
     sg_ctx *ctx = sg_ctx_new(NULL);
     w2v_eval res;
-    CHECK(w2v_cmd_evaluate(ctx, vpath, qpath, 0, NULL, &res) == 0);
+    CHECK(w2v_cmd_evaluate(ctx, vpath, -1, qpath, 0, NULL, &res) == 0);
     CHECK(res.questions == 3);
     CHECK(res.covered == 2);
     CHECK(res.correct == 1);

@@ -3,8 +3,8 @@
 # -resume writes word and context vectors byte-identical to an uninterrupted run's, with
 # another -threads; resuming from the final checkpoint trains nothing and writes the same
 # vectors; a checkpoint from other training flags, from another corpus of the same size,
-# a corrupted one and a file that is no checkpoint are refused (status 2) before training
-# without writing any output; -log writes JSON lines. Skips (exit 77) when the build has
+# a corrupted one, one whose trainer position is missing and a file that is no checkpoint
+# are refused (status 2) before training without writing any output; -log writes JSON lines. Skips (exit 77) when the build has
 # no programs.
 # usage: tests/test_w2v_resume.sh BUILD_DIR
 set -uo pipefail
@@ -99,6 +99,20 @@ cp "$tmp/ck" "$tmp/bad"
 printf 'X' | dd of="$tmp/bad" bs=1 seek=$(($(wc -c <"$tmp/ck") / 2)) conv=notrunc 2>/dev/null
 refuse "checksum" "${flags[@]}" -resume "$tmp/bad"
 refuse "needs -checkpoint" "${flags[@]}" -save-every 5
+# a file that passes the checkpoint's own checks (re-signed) but not the trainer's: its
+# position's key renamed
+if [ -x /usr/bin/python3 ]; then
+    /usr/bin/python3 - "$tmp/ck" "$tmp/renamed" <<'EOF' || fail=1
+import re, sys
+sys.path.insert(0, "tools/checkpoint")
+from read_safetensors import fnv1a64
+b = open(sys.argv[1], "rb").read()
+assert b.count(b'"w2v.tokens"') == 1 and b'"sgrad.format":"2"' in b
+b = re.sub(rb"fnv1a64:[0-9a-f]{16}", b"fnv1a64:" + b"0" * 16, b.replace(b'"w2v.tokens"', b'"w2v.tokenz"'))
+open(sys.argv[2], "wb").write(b.replace(b"fnv1a64:" + b"0" * 16, b"fnv1a64:%016x" % fnv1a64([b])))
+EOF
+    refuse "trainer position" "${flags[@]}" -resume "$tmp/renamed"
+fi
 refuse "are the same file" "${flags[@]}" -checkpoint "$tmp/x.vec"
 
 # -log: one JSON object per line, progress rising to 1

@@ -54,6 +54,38 @@ TEST(long_words_are_cut)
     remove(p);
 }
 
+TEST(long_words_are_cut_between_utf8_characters)
+{
+    /* 99 bytes would end inside a character: "a" + 60 x "é" (2 bytes) keeps "a" and 49 é
+     * (99 bytes, whole); 60 x "é" keeps 49 é (98 bytes, not 99); 40 x "€" (3 bytes) keeps
+     * 33 (99 bytes), "ab" + 40 x "€" keeps 32 (98 bytes); 30 x U+1F600 (4 bytes) keeps 24
+     * (96 bytes). Bytes that are not UTF-8 (0xff, a lone 0x80 run) are cut at 99. */
+    static const struct {
+        const char *head, *unit;
+        int reps;
+        size_t want;
+    } cases[] = {{"a", "\xc3\xa9", 60, 99}, {"", "\xc3\xa9", 60, 98},
+                 {"", "\xe2\x82\xac", 40, 99}, {"ab", "\xe2\x82\xac", 40, 98},
+                 {"", "\xf0\x9f\x98\x80", 30, 96}, {"", "\xff", 150, 99},
+                 {"", "\x80", 150, 99}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char text[1024];
+        strcpy(text, cases[k].head);
+        for (int i = 0; i < cases[k].reps; i++) strcat(text, cases[k].unit);
+        strcat(text, " y\n");
+        const char *p = write_tmp("utf8", text);
+        tc_reader r;
+        CHECK(p && tc_reader_open(&r, p) == 0);
+        char w[TC_MAX_WORD];
+        CHECK(tc_reader_next(&r, w) == TC_TOK_WORD);
+        CHECK(strlen(w) == cases[k].want);
+        CHECK(strncmp(w, text, cases[k].want) == 0);
+        CHECK(tc_reader_next(&r, w) == TC_TOK_WORD && strcmp(w, "y") == 0);
+        tc_reader_close(&r);
+        remove(p);
+    }
+}
+
 TEST(counts_min_count_and_order)
 {
     /* planted counts: the 7, cat 5, dog 5, ant 5, rare 1, once 1 (3 lines, 24 tokens) */

@@ -37,8 +37,11 @@ int tc_row_hit_cap(double bound, double lr)
 }
 
 /* An output written by rename from a temporary file beside it (or, for -log, opened for
- * writing): the path is not a directory or other non-regular file, and its directory
- * exists and is writable. 0, or -1 with a message naming prog and flag. */
+ * writing): the path is not a directory or other non-regular file, its directory exists
+ * and is writable, and the temporary file's longer name fits the directory's NAME_MAX. 0, or -1 with a message naming prog and flag. */
+/* The digits of the writers' temporary-name counter (an unsigned int), at most. */
+#define TC_TMP_COUNTER_DIGITS 10
+
 int tc_check_output(const char *prog, const char *flag, const char *out, FILE *err)
 {
     struct stat st;
@@ -64,6 +67,20 @@ int tc_check_output(const char *prog, const char *flag, const char *out, FILE *e
     } else if (access(dir, W_OK | X_OK) != 0) {
         fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir, strerror(errno));
         rc = -1;
+    } else {
+        /* the writers' temporary name beside it, "NAME.tmp-PID-COUNTER" (src/io/atomic.c,
+         * outfile.c), must fit too, or the run would fail only when it writes */
+        char pid[24];
+        const size_t extra = strlen(".tmp--") + (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()) +
+                             TC_TMP_COUNTER_DIGITS;
+        const long name_max = pathconf(dir, _PC_NAME_MAX);
+        const size_t name = strlen(slash ? slash + 1 : out);
+        if (name_max > 0 && name + extra > (size_t)name_max) {
+            fprintf(err, "%s: cannot write %s %s: its name is %zu bytes; the temporary file beside it "
+                         "needs %zu more, and names in %s are at most %ld bytes\n",
+                    prog, flag, out, name, extra, dir, name_max);
+            rc = -1;
+        }
     }
     free(dir);
     return rc;

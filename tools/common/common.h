@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TC_MAX_WORD 100     /* longer words are cut to TC_MAX_WORD - 1 bytes */
+#define TC_MAX_WORD 100     /* longer words are cut to TC_MAX_WORD - 1 bytes, or fewer: not
+                               inside a UTF-8 character */
 /* ---- random numbers: splitmix64, one stream per trainer (deterministic per seed) */
 typedef struct {
     uint64_t s;
@@ -57,6 +58,9 @@ int tc_reader_seek(tc_reader *r, int64_t offset);
 typedef enum { TC_TOK_EOF = 0, TC_TOK_WORD = 1, TC_TOK_EOL = 2 } tc_tok;
 /* Next token into word (TC_MAX_WORD bytes, NUL-terminated). */
 tc_tok tc_reader_next(tc_reader *r, char *word);
+/* The reader's cut of an over-long word[0..n) whose first dropped byte is next: n, or
+ * fewer so that no UTF-8 character is split (programs cut query words the same way). */
+size_t tc_utf8_cut(const char *word, size_t n, int next);
 
 /* ---- vocabulary */
 typedef struct {
@@ -265,7 +269,8 @@ typedef struct {
     int64_t *nodes;   /* inner node of each path entry */
     int64_t *codes;   /* 0/1 */
 } tc_huffman;
-/* 0, or -1 for n < 1, counts not non-increasing or negative, or out of memory. */
+/* 0, or -1 for n < 1, counts not non-increasing, negative or summing past INT64_MAX, or
+ * out of memory. */
 int tc_huffman_build(tc_huffman *t, const int64_t *counts, int64_t n);
 void tc_huffman_free(tc_huffman *t);
 

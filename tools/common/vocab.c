@@ -1,8 +1,9 @@
 /* Corpus reader and vocabulary of the sgrad programs.
  *
  * Invariants: a token is a maximal run of bytes other than space, newline, DEL and the
- * other control bytes (NUL included), cut to TC_MAX_WORD - 1 bytes; a newline is a
- * sentence end (TC_TOK_EOL).
+ * other control bytes (NUL included), cut to TC_MAX_WORD - 1 bytes (fewer when the cut
+ * would split a UTF-8 character: that character goes whole); a newline is a sentence end
+ * (TC_TOK_EOL).
  * The vocabulary's hash maps each word to its index; after tc_vocab_finalize the words
  * are in frequency order (count descending, ties by bytes ascending, so the order does not
  * depend on the corpus order) and every count is >= min_count.
@@ -75,6 +76,21 @@ static int reader_getc(tc_reader *r)
  * of a word, so no word is empty or holds a byte the vectors file cannot. */
 static bool is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }
 
+/* Where to cut word[0..n) when next, its first dropped byte, continues a UTF-8 character
+ * begun in the kept bytes: before that character's lead byte, so a valid UTF-8 corpus gives
+ * valid UTF-8 words (gensim refuses a vectors file that is not). Otherwise n: bytes that
+ * are not UTF-8 anyway are cut where they are. */
+size_t tc_utf8_cut(const char *word, size_t n, int next)
+{
+    if ((next & 0xc0) != 0x80) return n; /* not a continuation byte: no character cut */
+    size_t lead = n;
+    while (lead > 0 && n - lead < 3 && ((unsigned char)word[lead - 1] & 0xc0) == 0x80) lead--;
+    if (lead == 0) return n;
+    const unsigned char b = (unsigned char)word[--lead];
+    const size_t len = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    return len > n - lead ? lead : n;
+}
+
 tc_tok tc_reader_next(tc_reader *r, char *word)
 {
     int c;
@@ -83,8 +99,14 @@ tc_tok tc_reader_next(tc_reader *r, char *word)
     if (c == EOF) return TC_TOK_EOF;
     if (c == '\n') return TC_TOK_EOL;
     size_t n = 0;
+    bool cut = false;
     while (c != EOF && c != '\n' && !is_blank(c)) {
-        if (n < TC_MAX_WORD - 1) word[n++] = (char)c;
+        if (!cut && n < TC_MAX_WORD - 1) {
+            word[n++] = (char)c;
+        } else if (!cut) {
+            cut = true;
+            n = tc_utf8_cut(word, n, c);
+        }
         c = reader_getc(r);
     }
     word[n] = '\0';

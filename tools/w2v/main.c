@@ -66,12 +66,14 @@ static void usage(FILE *f)
             "                   to -output as `word class` lines instead of the vectors (0)\n"
             "    -debug N       0: errors only; 1: vocabulary, progress, summary (default);\n"
             "                   2: also settings, each epoch's loss, the tree, k-means\n"
-            "Queries:\n"
-            "  sgrad-w2v -neighbors VECTORS -words w1,w2,...   10 nearest by cosine\n"
+            "Queries (one mode a run; VECTORS in either format, or -binary 0|1 to say which,\n"
+            "as a pipe needs):\n"
+            "  sgrad-w2v -neighbors VECTORS -words w1,w2,... [-k N]   N (10) nearest by cosine\n"
             "  sgrad-w2v -analogy VECTORS a b c               best d for a:b :: c:d\n"
             "  sgrad-w2v -evaluate VECTORS -questions FILE [-restrict N]\n"
             "                   analogy accuracy (3CosAdd) over the N most frequent words\n"
-            "                   (30000)\n");
+            "                   (30000), ASCII case ignored (a word's first row stands for\n"
+            "                   all its case variants); lines not of 4 words are skipped\n");
 }
 
 /* OpenMP's default wait policy spins for a long time at each barrier; a training step has
@@ -127,7 +129,7 @@ static int w2v_main(int argc, char **argv)
                *questions = NULL;
     const char *abc[3] = {NULL, NULL, NULL};
     int64_t restrict_ = 30000, k = 10;
-    bool save_every_given = false;
+    bool save_every_given = false, binary_given = false;
     if (argc == 1) {
         usage(stderr);
         return 2;
@@ -181,7 +183,7 @@ static int w2v_main(int argc, char **argv)
         else if (!strcmp(f, "-iter")) ok = tc_parse_int(a, 1, 100000, &n), cfg.iter = (int)n;
         else if (!strcmp(f, "-threads")) ok = tc_parse_int(a, 1, 1024, &n), cfg.threads = (int)n;
         else if (!strcmp(f, "-cbow")) ok = tc_parse_int(a, 0, 1, &n), cfg.cbow = (int)n;
-        else if (!strcmp(f, "-binary")) ok = tc_parse_int(a, 0, 1, &n), cfg.binary = (int)n;
+        else if (!strcmp(f, "-binary")) ok = tc_parse_int(a, 0, 1, &n), cfg.binary = (int)n, binary_given = true;
         else if (!strcmp(f, "-hogwild")) ok = tc_parse_int(a, 0, 1, &n), cfg.hogwild = (int)n;
         else if (!strcmp(f, "-replicas")) ok = tc_parse_int(a, 1, 1024, &n), cfg.replicas = (int)n;
         else if (!strcmp(f, "-hs")) ok = tc_parse_int(a, 0, 1, &n), cfg.hs = (int)n;
@@ -203,27 +205,37 @@ static int w2v_main(int argc, char **argv)
         }
     }
 
+    /* one mode a run: a second one would be ignored */
+    if ((cfg.train != NULL) + (neighbors != NULL) + (analogy != NULL) + (evaluate != NULL) > 1) {
+        fprintf(stderr, "sgrad-w2v: -train, -neighbors, -analogy and -evaluate are separate "
+                        "modes: give one\n");
+        return 2;
+    }
+    if ((words && !neighbors) || (questions && !evaluate)) {
+        fprintf(stderr, "sgrad-w2v: %s belongs to %s\n", words && !neighbors ? "-words" : "-questions",
+                words && !neighbors ? "-neighbors" : "-evaluate");
+        return 2;
+    }
     if (neighbors || analogy || evaluate) {
+        if (neighbors && !words) {
+            fprintf(stderr, "sgrad-w2v: -neighbors needs -words w1,w2,...\n");
+            return 2;
+        }
+        if (evaluate && !questions) {
+            fprintf(stderr, "sgrad-w2v: -evaluate needs -questions FILE\n");
+            return 2;
+        }
         sg_ctx *ctx = sg_ctx_new(NULL);
         if (!ctx) return 1;
+        const int binary = binary_given ? cfg.binary : -1; /* -1: told apart */
         int rc;
         if (neighbors) {
-            if (!words) {
-                fprintf(stderr, "sgrad-w2v: -neighbors needs -words w1,w2,...\n");
-                sg_ctx_free(ctx);
-                return 2;
-            }
-            rc = w2v_cmd_neighbors(ctx, neighbors, words, (int)k, stdout);
+            rc = w2v_cmd_neighbors(ctx, neighbors, binary, words, (int)k, stdout);
         } else if (analogy) {
-            rc = w2v_cmd_analogy(ctx, analogy, abc[0], abc[1], abc[2], stdout);
+            rc = w2v_cmd_analogy(ctx, analogy, binary, abc[0], abc[1], abc[2], stdout);
         } else {
             w2v_eval ev;
-            if (!questions) {
-                fprintf(stderr, "sgrad-w2v: -evaluate needs -questions FILE\n");
-                sg_ctx_free(ctx);
-                return 2;
-            }
-            rc = w2v_cmd_evaluate(ctx, evaluate, questions, restrict_, stdout, &ev);
+            rc = w2v_cmd_evaluate(ctx, evaluate, binary, questions, restrict_, stdout, &ev);
         }
         sg_ctx_free(ctx);
         return rc < 0 ? 1 : rc;
@@ -312,6 +324,11 @@ static int w2v_main(int argc, char **argv)
         tc_vocab_free(&v);
         return 2;
     }
+    if (w2v_vocab_check(&v, stderr)) { /* before -save-vocab replaces a previous file */
+        tc_codes_free(&codes);
+        tc_vocab_free(&v);
+        return 1;
+    }
     if (cfg.save_vocab) {
         if (tc_vocab_save(&v, cfg.save_vocab)) {
             fprintf(stderr, "sgrad-w2v: cannot write -save-vocab %s: %s (any previous file is "
@@ -338,7 +355,7 @@ static int w2v_main(int argc, char **argv)
     tc_codes_free(&codes);
     if (trained) {
         tc_vocab_free(&v);
-        return 1;
+        return trained == 2 ? 2 : 1;
     }
     if (!writer) { /* the tables are rank 0's too */
         w2v_model_free(&m);

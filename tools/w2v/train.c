@@ -525,6 +525,56 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
+/* A path's identities: the file it names, if it exists, and its directory entry (the
+ * directory's device and inode, and the final name), which an output not yet written has
+ * too. Two paths name the same file when either identity matches: "o.txt", "./o.txt" and
+ * "$PWD/o.txt" do, and so does a link. */
+typedef struct {
+    bool exists;
+    dev_t dev, dir_dev;
+    ino_t ino, dir_ino;
+    const char *name; /* the final component, within the path */
+} path_id;
+
+/* 0, or -1 (errno set) when the path's directory cannot be examined. */
+static int path_identify(const char *path, path_id *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) {
+        id->exists = true;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+    }
+    const char *slash = strrchr(path, '/');
+    id->name = slash ? slash + 1 : path;
+    const size_t dlen = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *dir = malloc(dlen + 1);
+    if (!dir) return -1;
+    memcpy(dir, slash ? path : ".", dlen);
+    dir[dlen] = '\0';
+    const int rc = stat(dir, &st);
+    free(dir);
+    if (rc) return -1;
+    id->dir_dev = st.st_dev;
+    id->dir_ino = st.st_ino;
+    return 0;
+}
+
+static bool path_same(const path_id *a, const path_id *b)
+{
+    return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) ||
+           (a->dir_dev == b->dir_dev && a->dir_ino == b->dir_ino && !strcmp(a->name, b->name));
+}
+
+int w2v_vocab_check(const tc_vocab *v, FILE *err)
+{
+    if (v->size >= 2) return 0;
+    fprintf(err, "sgrad-w2v: vocabulary has %lld words (raise the corpus or lower -min-count)\n",
+            (long long)v->size);
+    return -1;
+}
+
 int w2v_check_paths(const w2v_config *cfg, FILE *err)
 {
     struct stat st;
@@ -554,20 +604,34 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
             return -1;
         }
     }
-    const char *flags[5] = {"-output", "-save-context", "-checkpoint", "-log", "-save-vocab"};
-    const char *paths[5] = {cfg->output, cfg->save_context, cfg->checkpoint, cfg->log, cfg->save_vocab};
-    for (int i = 0; i < 5; i++) {
+    /* the inputs first: an output naming one of them would destroy it */
+    const char *flags[8] = {"-train", "-read-vocab", "-resume", "-output", "-save-context", "-checkpoint",
+                            "-log", "-save-vocab"};
+    const char *paths[8] = {cfg->train, cfg->read_vocab, cfg->resume, cfg->output, cfg->save_context,
+                            cfg->checkpoint, cfg->log, cfg->save_vocab};
+    enum { FIRST_OUTPUT = 3, RESUME = 2, CHECKPOINT = 5 };
+    path_id ids[8];
+    for (int i = 0; i < 8; i++) {
         if (!paths[i]) continue;
-        if (!*paths[i]) {
-            fprintf(err, "sgrad-w2v: %s needs a file name\n", flags[i]);
-            return -1;
-        }
-        for (int k = 0; k < i; k++)
-            if (paths[k] && !strcmp(paths[k], paths[i])) {
-                fprintf(err, "sgrad-w2v: %s and %s are the same file %s\n", flags[k], flags[i], paths[i]);
+        if (i >= FIRST_OUTPUT) {
+            if (!*paths[i]) {
+                fprintf(err, "sgrad-w2v: %s needs a file name\n", flags[i]);
                 return -1;
             }
-        if (tc_check_output("sgrad-w2v", flags[i], paths[i], err)) return -1;
+            if (tc_check_output("sgrad-w2v", flags[i], paths[i], err)) return -1;
+        }
+        if (path_identify(paths[i], &ids[i])) {
+            fprintf(err, "sgrad-w2v: cannot read the directory of %s %s: %s\n", flags[i], paths[i],
+                    strerror(errno));
+            return -1;
+        }
+        /* -checkpoint may be the -resume file: a resumed run keeps saving to it */
+        for (int k = 0; k < i && i >= FIRST_OUTPUT; k++)
+            if (paths[k] && !(k == RESUME && i == CHECKPOINT) && path_same(&ids[k], &ids[i])) {
+                fprintf(err, "sgrad-w2v: %s %s and %s %s are the same file\n", flags[k], paths[k], flags[i],
+                        paths[i]);
+                return -1;
+            }
     }
     return 0;
 }
@@ -774,17 +838,74 @@ static int merge_due(const w2v_parallel *par, int64_t t)
     return -1;
 }
 
+/* Whether line (a whole line of -log, its newline included) is a record of at most `steps`
+ * steps; its elapsed_s in *elapsed. */
+static bool log_record_within(const char *line, int64_t steps, double *elapsed)
+{
+    const size_t n = strlen(line);
+    const char *s = strstr(line, "\"steps\":"), *e = strstr(line, "\"elapsed_s\":");
+    if (n < 3 || line[0] != '{' || strcmp(line + n - 2, "}\n") || !s || !e) return false;
+    char *end;
+    errno = 0;
+    const long long got = strtoll(s + 8, &end, 10);
+    if (errno || end == s + 8 || got > steps) return false;
+    *elapsed = strtod(e + 12, &end);
+    return true;
+}
+
+/* Opens -log at the run's first record (after its first step), so a run refused or failed
+ * before that leaves a previous file as it was. A fresh run truncates the file. A resumed
+ * run keeps the leading records its checkpoint covers (at->steps steps or fewer) and cuts
+ * the rest, a killed run's records past the checkpoint and its half-written line, then
+ * appends, with elapsed_s going on from the last kept record: the file reads as one run.
+ * 0, or -1 with a message. */
+static int log_start(const w2v_config *cfg, const w2v_position *at, tc_log *jl, FILE **jlog)
+{
+    FILE *f = cfg->resume ? fopen(cfg->log, "r+") : NULL;
+    if (!f) f = fopen(cfg->log, "w");
+    if (!f) {
+        fprintf(stderr, "sgrad-w2v: cannot write -log %s: %s\n", cfg->log, strerror(errno));
+        return -1;
+    }
+    double elapsed = 0, e;
+    char *line = NULL;
+    size_t cap = 0;
+    off_t keep = 0;
+    while (cfg->resume && getline(&line, &cap, f) > 0 && log_record_within(line, at->steps, &e)) {
+        keep = ftello(f);
+        elapsed = e;
+    }
+    free(line);
+    if (cfg->resume && (ferror(f) || fflush(f) || ftruncate(fileno(f), keep) || fseeko(f, keep, SEEK_SET))) {
+        fprintf(stderr, "sgrad-w2v: cannot write -log %s: %s\n", cfg->log, strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    *jlog = jl->f = f;
+    jl->start -= elapsed;
+    return 0;
+}
+
+/* The first t' > t (0 <= t < sync_steps) at which merge_due gives a merge: a rank whose
+ * share is done jumps there instead of stepping through every step between (with a large
+ * -sync-every, up to 2^63 of them). */
+static int64_t next_merge(const w2v_parallel *par, int64_t t)
+{
+    int64_t next = par->sync_steps;
+    for (int l = 1; l <= par->hot_levels; l++) {
+        const int64_t period = par->sync_steps >> l, last = t - t % period;
+        if (next - last > period) next = last + period; /* no overflow near INT64_MAX */
+    }
+    return next;
+}
+
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *mout)
 {
     memset(res, 0, sizeof *res);
     res->vocab_size = v->size;
     if (w2v_config_check(cfg, stderr)) return -1;
-    if (v->size < 2) {
-        fprintf(stderr, "sgrad-w2v: vocabulary has %lld words (raise the corpus or lower "
-                        "-min-count)\n", (long long)v->size);
-        return -1;
-    }
+    if (w2v_vocab_check(v, stderr)) return -1;
     const int64_t V = v->size, D = cfg->size, T = cfg->negative + 1;
     const double alpha = cfg->alpha > 0 ? cfg->alpha : (cfg->cbow ? 0.05 : 0.025);
     w2v_trainer t;
@@ -883,7 +1004,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     w2v_position at;
     memset(&at, 0, sizeof at);
     at.rng = cfg->seed;
-    if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) goto done;
+    if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, v, &m, opt, &at, stderr)) {
+        rc = 2; /* refused before training, as the identity checks refuse */
+        goto done;
+    }
     const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
     /* records to replay (checkpoints record the reader's byte offset, which a replay has
      * not got): the vocabulary pass's, of the whole corpus, for a trainer of the whole
@@ -911,10 +1035,6 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     t.tokens = at.tokens;
     res->steps = at.steps;
     res->examples = at.examples;
-    if (cfg->log && !(jlog = fopen(cfg->log, cfg->resume ? "a" : "w"))) {
-        fprintf(stderr, "sgrad-w2v: cannot write -log %s: %s\n", cfg->log, strerror(errno));
-        goto done;
-    }
 
     const int threads = sg_ctx_threads(m.ctx);
     /* the progress counts every rank's words: per thread of them all */
@@ -1062,6 +1182,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             epoch_n += n;
             res->examples += n;
             res->steps++;
+            if (cfg->log && !jlog && log_start(cfg, &at, &jl, &jlog)) {
+                tc_reader_close(&t.rd);
+                goto done;
+            }
             tc_log_update(&jl, ep + 1, lr_tokens * ranks, total, res->steps, lr, l, n, false);
             const int due = par ? merge_due(par, ++since_sync) : -1;
             if (due >= 0) {
@@ -1081,6 +1205,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                 interval_n = 0;
             }
             if (save_now) {
+                if (jlog) fflush(jlog); /* the log covers the checkpoint: a resume continues it */
                 set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
                 if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) {
                     tc_reader_close(&t.rd);
@@ -1093,9 +1218,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         /* this rank's share is done: it joins the others' syncs until every rank's is */
         tp = tc_now();
         while (par && any_active) { /* the merges the active ranks' steps make */
-            const int due = merge_due(par, ++since_sync);
+            since_sync = next_merge(par, since_sync);
+            const int due = merge_due(par, since_sync);
             if (due == 0) since_sync = 0;
-            if (due >= 0 && run_merge(par, &m, due, false, &any_active)) goto done;
+            if (run_merge(par, &m, due, false, &any_active)) goto done;
         }
         res->t_sync += tc_now() - tp;
         if (cfg->debug > 1 && log)
@@ -1104,6 +1230,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
                     epoch_n ? epoch_loss / (double)epoch_n : NAN, (long long)res->steps, tc_now() - t0);
         /* -save-every 0: a checkpoint at each epoch's end (the last one's is below) */
         if (cfg->checkpoint && cfg->save_every == 0 && ep + 1 < cfg->iter) {
+            if (jlog) fflush(jlog);
             epoch_start_position(&t, ep + 1, &saved);
             set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
             if (w2v_checkpoint_save(cfg->checkpoint, cfg, v, &m, opt, &saved, stderr)) goto done;
@@ -1126,6 +1253,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     if (log && t.tokens > tokens0)
         tc_progress_update(&pr, t.tokens * ranks, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
+    if (cfg->log && !jlog && log_start(cfg, &at, &jl, &jlog)) goto done;
     tc_log_update(&jl, cfg->iter, t.tokens * ranks, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);

@@ -172,11 +172,15 @@ int w2v_config_check(const w2v_config *cfg, FILE *err);
  * which a pipe or stdin cannot be), that -resume and -read-vocab name readable files, and
  * that every output (-output, -save-context, -checkpoint, -log, -save-vocab) can be
  * written: its directory exists
- * and is writable, the path is not a directory or other non-regular file, no two outputs
- * are the same path. 0, or -1 with a message printed to err. Write-time errors (a full
+ * and is writable, the path is not a directory or other non-regular file, and no output
+ * is the same file (by identity, however spelt) as an input or another output, except
+ * -checkpoint as -resume's file. 0, or -1 with a message printed to err. Write-time errors (a full
  * disk) remain possible; vectors and checkpoints are written atomically, so they leave an
  * old file intact. */
 int w2v_check_paths(const w2v_config *cfg, FILE *err);
+/* A vocabulary that can train (2 words or more): 0, or -1 with a message. Checked before
+ * any output is written. */
+int w2v_vocab_check(const tc_vocab *v, FILE *err);
 
 /* ---- under mpirun (dist.c, linked only with SGRAD_MPI; main.c calls it under
  * W2V_WITH_MPI) */
@@ -233,8 +237,9 @@ int w2v_checkpoint_load(const char *path, const w2v_config *cfg, const tc_vocab 
                         const w2v_model *m, sg_optim *opt, w2v_position *pos, FILE *err);
 
 /* Trains on cfg->train with vocabulary v (finalized). Progress goes to `log` (NULL:
- * silent). Returns 0, or -1 with a message printed to stderr: divergence, no training
- * example at all (nothing would be learnt), a failed step. The model is left in *m
+ * silent). Returns 0, 2 with a message printed to stderr when the -resume checkpoint
+ * cannot be loaded (refused before training), or -1 with a message: divergence, no
+ * training example at all (nothing would be learnt), a failed step. The model is left in *m
  * (free with w2v_model_free) when m is not NULL. */
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *res,
               w2v_model *m);
@@ -257,15 +262,21 @@ int w2v_nearest(const float *unit, int64_t V, int64_t D, const float *query,
                 const int64_t *exclude, int n_exclude, int k, int64_t *best, float *sims);
 /* Rows of vec normalised to unit length into a new malloc'd array (zero rows stay 0). */
 float *w2v_unit_rows(sg_tensor *vec);
-int w2v_cmd_neighbors(sg_ctx *ctx, const char *path, const char *words, int k, FILE *out);
-int w2v_cmd_analogy(sg_ctx *ctx, const char *path, const char *a, const char *b,
+/* The query modes; binary: the vectors file's format, as sg_wordvec_read's (-1: told apart,
+ * not on a pipe). */
+int w2v_cmd_neighbors(sg_ctx *ctx, const char *path, int binary, const char *words, int k,
+                      FILE *out);
+int w2v_cmd_analogy(sg_ctx *ctx, const char *path, int binary, const char *a, const char *b,
                     const char *c, FILE *out);
-/* Analogy benchmark: 3CosAdd over the `restrict` most frequent words (file order);
- * questions lowercased; prints per-section and total accuracy over covered questions. */
+/* Analogy benchmark: 3CosAdd over the `restrict` most frequent words (file order), words
+ * compared with ASCII case folded (a word's first row stands for its case variants, none
+ * of which is an answer); lines that are not 4 words are skipped (counted on stderr);
+ * prints per-section and total accuracy over covered questions. -1 (message printed) on a
+ * read error or no memory. */
 typedef struct {
     int64_t questions, covered, correct;
 } w2v_eval;
-int w2v_cmd_evaluate(sg_ctx *ctx, const char *path, const char *questions, int64_t restrict_,
-                     FILE *out, w2v_eval *res);
+int w2v_cmd_evaluate(sg_ctx *ctx, const char *path, int binary, const char *qpath,
+                     int64_t restrict_, FILE *out, w2v_eval *res);
 
 #endif
