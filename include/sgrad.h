@@ -175,9 +175,9 @@ SG_API sg_tensor *sg_tensor_new_tmp(sg_ctx *ctx, sg_dtype dtype, int ndim, const
  * its state is freed, sg_optim_param_count drops by one, the later parameters move down
  * one index). An optimizer's state tensor (sg_optim_state) or a word-vector table
  * (sg_wordvec_vectors) is refused: SG_ERR_STATE on its context, nothing freed (its owner
- * frees it). A tensor that an op recorded on the current tape uses (an input, an index
- * tensor) dies for the caller at once (as above; it gets no gradient and no fused update)
- * but its memory, which the backward reads, is released at sg_tape_reset. */
+ * frees it). A tensor freed while the current tape holds nodes (an op may read it, or a
+ * view of it, in the backward) dies for the caller at once (as above; it gets no gradient
+ * and no fused update) but its memory is released at sg_tape_reset. */
 SG_API void sg_tensor_free(sg_tensor *t);
 
 /* Marks a leaf tensor as a parameter whose gradient sg_backward stores. Returns t, or NULL

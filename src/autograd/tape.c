@@ -3,7 +3,8 @@
  * Invariants: nodes are created in a topological order (an op's inputs exist before its
  * output); a traversal touches only nodes reachable from the output it starts at; the
  * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset, which also
- * releases what the caller freed while a node still referred to it (sg__tape_uses). */
+ * releases what the caller freed while the tape held nodes (tensors) or a node still called
+ * it (optimizers, sg__tape_uses). */
 #include "autograd/tape.h"
 
 #include <stdio.h>
@@ -127,7 +128,7 @@ static void grads_forget(sg_tensor *t)
 
 /* Freeing a persistent tensor unregisters it from the optimizer holding it (through the
  * seam of tape.h) and unlinks it from the gradient store (this layer's), then the core
- * releases it; or, while a node of the tape refers to it (or to a COO tensor's parts),
+ * releases it; or, while the tape holds nodes (one may read t or a view of its data),
  * at sg_tape_reset: until then it is a dead handle that gets no gradient and no fused
  * update, and whose memory the nodes still read. */
 void sg_tensor_free(sg_tensor *t)
@@ -142,8 +143,10 @@ void sg_tensor_free(sg_tensor *t)
     if (t->optim_state) ((const sg__param_owner *)t->optim_state)->release(t);
     if (t->in_store) grads_forget(t);
     sg_ctx *ctx = t->ctx;
-    if (sg__tape_uses(ctx, t) ||
-        (t->layout == SG_COO && (sg__tape_uses(ctx, t->indices) || sg__tape_uses(ctx, t->values)))) {
+    /* Any tape defers the free: a node may hold a view of t's data (a reshape or slice of
+     * a tensor that needs no gradient records no node of its own), which no pointer
+     * comparison would find. */
+    if (ctx->last_node) {
         t->released = true;
         t->requires_grad = false;
         t->grad = NULL;
