@@ -16,7 +16,8 @@
 set -euo pipefail
 build=${1:-build}
 w2v=$build/sgrad-w2v
-if [ ! -x "$w2v" ] || ! nm "$w2v" 2>/dev/null | grep -q w2v_dist_start; then
+# grep reads all of nm's output: with pipefail, grep -q quitting early fails the pipe (SIGPIPE)
+if [ ! -x "$w2v" ] || ! nm "$w2v" 2>/dev/null | grep w2v_dist_start >/dev/null; then
     if [ -x "$w2v" ]; then # without MPI, a launch of 2 processes (as mpirun's environment says) is refused
         rc=0
         msg=$(OMPI_COMM_WORLD_SIZE=2 "$w2v" -train /dev/null -output /dev/null 2>&1) || rc=$?
