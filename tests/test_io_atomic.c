@@ -256,9 +256,10 @@ TEST(a_symlink_stays_and_its_target_is_replaced)
     CHECK(symlink(rel, link1) == 0 && symlink(link1, link2) == 0);
     seen[0] = '\0';
     CHECK_STATUS(ctx, save(ctx, link2, 700, 2), SG_OK);
-    /* the temporary file was beside the target (where /proc shows it) */
+    /* the temporary file was beside the target (where /proc shows it; only without /proc
+     * is this not checked) */
     snprintf(name, sizeof name, "%s.tmp-", target);
-    CHECK(!seen[0] || !strncmp(seen, name, strlen(name)));
+    CHECK(access("/proc/self/fd", R_OK) != 0 || (seen[0] && !strncmp(seen, name, strlen(name))));
     struct stat st;
     CHECK(lstat(link1, &st) == 0 && S_ISLNK(st.st_mode) && lstat(link2, &st) == 0 && S_ISLNK(st.st_mode));
     ssize_t k = readlink(link1, name, sizeof name - 1);

@@ -18,6 +18,7 @@
 #include "../tools/w2v/train.c"
 #include "../tools/w2v/replicas.c"
 #include "../tools/common/cli.c"
+#include "../tools/common/outfile.c"
 #include "../tools/common/vocab.c"
 
 enum { TOPICS = 10, PER_TOPIC = 5, SENTENCES = 1500, LEN = 10 };

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,17 +44,13 @@ static char *follow_links(sg_ctx *ctx, const char *path, int *err)
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
-        char *target = NULL;
-        ssize_t k = 0;
-        for (size_t cap = 256; cap <= ((size_t)1 << 20); cap *= 2) {
-            sg__free(ctx, target);
-            target = sg__malloc(ctx, cap);
-            if (!target) break;
-            k = readlink(cur, target, cap);
-            if (k < 0 || (size_t)k < cap) break;
-        }
-        if (!target || k < 0 || hops == 40) {
-            *err = !target ? 0 : k < 0 ? errno : ELOOP;
+        /* a target's length is the link's size (0 on some pseudo file systems: then the
+         * largest path); one byte more tells a whole read from a cut one */
+        const size_t cap = (st.st_size > 0 ? (size_t)st.st_size : (size_t)4096) + 1;
+        char *target = hops < 40 ? sg__malloc(ctx, cap) : NULL;
+        const ssize_t k = target ? readlink(cur, target, cap) : -1;
+        if (k < 0 || (size_t)k == cap) {
+            *err = hops == 40 ? ELOOP : !target ? 0 : k < 0 ? errno : ENAMETOOLONG;
             sg__free(ctx, target);
             sg__free(ctx, cur);
             return NULL;
@@ -125,9 +122,9 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
     }
     o->buf = sg__malloc(ctx, SG__OUT_BUF);
     char suffix[64];
-    static unsigned counter;
+    static atomic_uint counter; /* saves may run on several threads at once */
     for (int attempt = 0; o->buf && attempt < 100; attempt++) {
-        snprintf(suffix, sizeof suffix, ".tmp-%ld-%u", (long)getpid(), counter++);
+        snprintf(suffix, sizeof suffix, ".tmp-%ld-%u", (long)getpid(), atomic_fetch_add(&counter, 1u));
         sg__free(ctx, o->tmp);
         o->tmp = dup_str(ctx, o->path, suffix); /* beside the target, for the rename */
         if (!o->tmp) break;

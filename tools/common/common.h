@@ -3,7 +3,8 @@
  * Modules: vocab.c (the corpus reader; the vocabulary: counting, min-count, frequency
  * order), sampling.c (subsampling thresholds, the noise distribution of negative
  * sampling), huffman.c (the Huffman tree of hierarchical softmax), progress.c (the
- * progress line, the clock), outfile.c (atomic text output). Random numbers are inline here. Clients of the public
+ * progress line, the clock), outfile.c (output files: resolved, checked and replaced as
+ * the library's writers do). Random numbers are inline here. Clients of the public
  * sgrad.h only; every module can be #included by a test.
  */
 #ifndef SG_TOOLS_COMMON_H
@@ -221,12 +222,19 @@ void tc_log_init(tc_log *l, FILE *f, int threads);
 void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
                    double loss_sum, int64_t n, bool force);
 
-/* ---- atomic text output: a temporary file beside path, renamed over it on commit */
+/* ---- output files (outfile.c), resolved and replaced as the library's writers do theirs:
+ * a symlink is followed and its target replaced; only a regular file is replaced, and it
+ * keeps its permission bits; a replacement is renamed into place only once complete. */
+/* path with its symlinks followed (it may not exist yet): malloc'd, or NULL (errno set). */
+char *tc_follow_links(const char *path);
+
+/* atomic text output: a temporary file beside the destination, renamed over it on commit */
 typedef struct {
     FILE *f; /* write here between open and commit/abort */
     char *path, *tmp;
 } tc_outfile;
-/* 0, or -1 (errno set) when no temporary file can be made beside path. */
+/* 0, or -1 (errno set) when path's target is not a regular file or no temporary file can
+ * be made beside it. */
 int tc_outfile_open(tc_outfile *o, const char *path);
 /* Flushes, fsyncs and renames the file over path, then fsyncs the directory. 0, or -1
  * (errno set; the temporary file removed, path unchanged). Releases o either way. */
@@ -234,15 +242,42 @@ int tc_outfile_commit(tc_outfile *o);
 /* Removes the temporary file; path unchanged. */
 void tc_outfile_abort(tc_outfile *o);
 
+/* several files replaced together: each is written whole to staged[i], beside its
+ * destination, by a writer that itself replaces staged[i] atomically; only when all are
+ * written are they renamed over their destinations. */
+#define TC_STAGED_MAX 2
+typedef struct {
+    int n, failed;                  /* failed: the file an error came from */
+    int renamed;                    /* how many are in place (tc_staged_commit) */
+    char *dest[TC_STAGED_MAX];      /* the destinations, links followed */
+    char *staged[TC_STAGED_MAX];    /* write here (empty files until then) */
+    int mode[TC_STAGED_MAX];        /* the old files' permission bits, -1 where none */
+} tc_staged;
+/* Makes the n (<= TC_STAGED_MAX) staged files. 0, or -1 (errno set, s->failed the path's
+ * index, nothing left behind). */
+int tc_staged_open(tc_staged *s, const char *const *paths, int n);
+/* Gives the staged files their old files' modes and renames them into place, in order.
+ * 0, or -1 (errno set, s->failed the index): the staged files are removed either way, and
+ * only a rename failing after an earlier one succeeded leaves the set half replaced. */
+int tc_staged_commit(tc_staged *s);
+/* Removes the staged files; the destinations unchanged. */
+void tc_staged_abort(tc_staged *s);
+
 /* ---- command-line numbers (cli.c): the whole of s, within [lo, hi]; false otherwise */
 bool tc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool tc_parse_real(const char *s, double lo, double hi, double *out);
 
-/* ---- outputs checked before the long work (cli.c): path, written by rename from a
- * temporary file beside it (or opened for writing), is not a directory or other
- * non-regular file, and its directory exists and is writable. 0, or -1 with a message
+/* ---- outputs checked before the long work (outfile.c): how a program writes a file */
+typedef enum {
+    TC_OUT_DIRECT, /* opened and written in place (a log) */
+    TC_OUT_ATOMIC, /* through a temporary file beside it (tc_outfile, the library's writers) */
+    TC_OUT_STAGED  /* through tc_staged, whose staged file a TC_OUT_ATOMIC writer writes */
+} tc_out_kind;
+/* path's target (symlinks followed, as the writers follow them) is not a directory or
+ * other non-regular file, its directory exists and is writable, and the temporary names
+ * kind makes beside it fit the directory's NAME_MAX. 0, or -1 with a message
  * "prog: cannot write flag path: why" printed to err. */
-int tc_check_output(const char *prog, const char *flag, const char *path, FILE *err);
+int tc_check_output(const char *prog, const char *flag, const char *path, tc_out_kind kind, FILE *err);
 
 /* ---- batched steps (cli.c): a batch ends once a table row occurs in it
  * tc_row_hit_cap(bound, lr) times. A step sums the updates of a row, so its summed step is

@@ -1,10 +1,15 @@
-/* Atomic text output of the programs, for files the library has no writer for (a
- * vocabulary, k-means classes): a temporary file beside the destination, written through
- * stdio, fsynced, renamed over the destination, then the directory fsynced. The
- * vocabulary's writer is here rather than in vocab.c, which so needs no other module.
- *
- * Invariant: the destination is only ever changed by the rename of a complete, fsynced
- * file; on any failure the temporary file is removed and the destination is untouched.
+/* The programs' output files, all resolved and replaced the way the library's writers
+ * (src/io/atomic.c) treat theirs, so that what is checked before training is what is
+ * written after it:
+ * - a destination is the file its path names once symlinks are followed (a link stays a
+ *   link), and only a regular file or nothing is ever replaced;
+ * - a replacement is written beside its destination, private until it has the old file's
+ *   permission bits, fsynced, renamed over the destination, then the directory fsynced;
+ * - on any failure the temporary files go and the destinations stay as they were.
+ * tc_outfile is that for the files the library has no writer for (a vocabulary, k-means
+ * classes); tc_staged replaces several files together, each written by such a writer;
+ * tc_check_output checks a destination before the long work. The vocabulary's writer is
+ * here rather than in vocab.c, which so needs no other module.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -15,7 +20,106 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* The digits of a temporary name's counter (an unsigned int), at most. */
+#define TMP_COUNTER_DIGITS 10
+
+char *tc_follow_links(const char *path)
+{
+    char *cur = strdup(path);
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) || !S_ISLNK(st.st_mode)) return cur;
+        /* a target's length is the link's size (0 on some pseudo file systems: then the
+         * largest path); one byte more tells a whole read from a cut one */
+        const size_t cap = (st.st_size > 0 ? (size_t)st.st_size : (size_t)4096) + 1;
+        char *target = hops < 40 ? malloc(cap) : NULL;
+        const ssize_t k = target ? readlink(cur, target, cap) : -1;
+        if (k < 0 || (size_t)k == cap) {
+            const int e = hops == 40 ? ELOOP : !target ? ENOMEM : k < 0 ? errno : ENAMETOOLONG;
+            free(target);
+            free(cur);
+            errno = e;
+            return NULL;
+        }
+        target[k] = '\0';
+        const char *slash = strrchr(cur, '/');
+        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dir + (size_t)k + 1); /* relative: to the link's directory */
+        if (next) {
+            memcpy(next, cur, dir);
+            memcpy(next + dir, target, (size_t)k + 1);
+        }
+        free(target);
+        free(cur);
+        cur = next;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* The directory part of path ("." when it has none), malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, slash ? path : ".", n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* The rename of path into its directory made durable (best effort: a failure here leaves
+ * the complete new file in place). */
+static void sync_dir(const char *path)
+{
+    char *dir = dir_of(path);
+    const int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+/* Resolves path into *dest and creates a new file beside it named "DEST.TAG-PID-N",
+ * private (0600) when a file is there to replace, else 0666 minus the umask: its name in
+ * *made, its descriptor returned; *mode gets the old file's permission bits (-1: none).
+ * -1 with errno set (EISDIR or EINVAL for a destination that is not a regular file). */
+static int make_beside(const char *path, const char *tag, char **dest, char **made, int *mode)
+{
+    static unsigned counter;
+    *made = NULL;
+    *mode = -1;
+    if (!(*dest = tc_follow_links(path))) return -1;
+    struct stat st;
+    if (stat(*dest, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+            return -1;
+        }
+        *mode = (int)(st.st_mode & 0777);
+    }
+    const size_t len = strlen(*dest) + strlen(tag) + 48;
+    if (!(*made = malloc(len))) return -1;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(*made, len, "%s.%s-%ld-%u", *dest, tag, (long)getpid(), counter++);
+        fd = open(*made, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, *mode >= 0 ? 0600 : 0666);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        const int e = errno;
+        free(*made);
+        *made = NULL;
+        errno = e;
+    }
+    return fd;
+}
 
 static void outfile_release(tc_outfile *o)
 {
@@ -28,35 +132,18 @@ static void outfile_release(tc_outfile *o)
 int tc_outfile_open(tc_outfile *o, const char *path)
 {
     memset(o, 0, sizeof *o);
-    const size_t n = strlen(path);
-    o->path = malloc(n + 1);
-    o->tmp = malloc(n + 40);
-    if (!o->path || !o->tmp) {
-        outfile_release(o);
-        errno = ENOMEM;
-        return -1;
-    }
-    memcpy(o->path, path, n + 1);
-    static unsigned counter;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(o->tmp, n + 40, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) break;
-    }
-    if (fd >= 0 && !(o->f = fdopen(fd, "w"))) {
-        int e = errno;
+    int mode;
+    const int fd = make_beside(path, "tmp", &o->path, &o->tmp, &mode);
+    int e = errno;
+    if (fd >= 0 && (mode < 0 || fchmod(fd, (mode_t)mode) == 0) && (o->f = fdopen(fd, "w"))) return 0;
+    if (fd >= 0) {
+        e = errno;
         close(fd);
         unlink(o->tmp);
-        errno = e;
     }
-    if (!o->f) {
-        int e = errno;
-        outfile_release(o);
-        errno = e;
-        return -1;
-    }
-    return 0;
+    outfile_release(o);
+    errno = e;
+    return -1;
 }
 
 void tc_outfile_abort(tc_outfile *o)
@@ -84,18 +171,108 @@ int tc_outfile_commit(tc_outfile *o)
         errno = e ? e : EIO;
         return -1;
     }
-    /* the rename is durable once the directory is synced (best effort, as a failure here
-     * leaves the complete new file in place) */
-    char *slash = strrchr(o->path, '/');
-    if (slash == o->path) slash[1] = '\0';
-    else if (slash) *slash = '\0';
-    int dfd = open(slash ? o->path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    sync_dir(o->path);
     outfile_release(o);
     return 0;
+}
+
+int tc_staged_open(tc_staged *s, const char *const *paths, int n)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        const int fd = make_beside(paths[i], "staged", &s->dest[i], &s->staged[i], &s->mode[i]);
+        if (fd < 0 || close(fd)) {
+            const int e = errno;
+            s->failed = i;
+            tc_staged_abort(s);
+            errno = e;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void tc_staged_abort(tc_staged *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (s->staged[i]) unlink(s->staged[i]);
+        free(s->staged[i]);
+        free(s->dest[i]);
+        s->staged[i] = s->dest[i] = NULL;
+    }
+}
+
+int tc_staged_commit(tc_staged *s)
+{
+    int rc = 0;
+    for (int i = 0; i < s->n && !rc; i++)
+        if (s->mode[i] >= 0 && chmod(s->staged[i], (mode_t)s->mode[i])) rc = -1, s->failed = i;
+    for (int i = 0; i < s->n && !rc; i++) {
+        if (rename(s->staged[i], s->dest[i])) {
+            rc = -1;
+            s->failed = i;
+            break;
+        }
+        free(s->staged[i]);
+        s->staged[i] = NULL;
+        s->renamed++;
+        sync_dir(s->dest[i]);
+    }
+    const int e = errno;
+    tc_staged_abort(s);
+    errno = e;
+    return rc;
+}
+
+int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_kind kind, FILE *err)
+{
+    char *dest = tc_follow_links(out);
+    if (!dest) {
+        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, strerror(errno));
+        return -1;
+    }
+    /* what a link names is what is checked: the writers replace the link's target */
+    const bool linked = strcmp(dest, out) != 0;
+    char *dir = dir_of(dest);
+    const char *slash = strrchr(dest, '/');
+    const char *name = slash ? slash + 1 : dest;
+    struct stat st;
+    int rc = -1, dir_status = 0;
+    if (!dir) {
+        fprintf(err, "%s: out of memory\n", prog);
+    } else if (stat(dest, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(err, "%s: cannot write %s %s%s%s: %s\n", prog, flag, out, linked ? ", a link to " : "",
+                linked ? dest : "", S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+    } else if ((dir_status = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR) != 0) {
+        fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir,
+                dir_status == ENOENT ? "does not exist" : strerror(dir_status));
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir, strerror(errno));
+    } else {
+        /* the temporary names beside it must fit too, or the run would fail only when it
+         * writes: "NAME.tmp-PID-N" (this file's and the library's writers), or for a staged
+         * file "NAME.staged-PID-N.tmp-PID-N" (its writer's temporary file beside it) */
+        char pid[24];
+        const size_t tmp = strlen(".tmp--") + (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()) +
+                           TMP_COUNTER_DIGITS;
+        const size_t extra = kind == TC_OUT_DIRECT   ? 0
+                             : kind == TC_OUT_ATOMIC ? tmp
+                                                     : tmp + strlen(".staged--") + strlen(pid) + TMP_COUNTER_DIGITS;
+        const long name_max = pathconf(dir, _PC_NAME_MAX);
+        if (name_max > 0 && strlen(name) + extra > (size_t)name_max && !extra)
+            fprintf(err, "%s: cannot write %s %s: its name is %zu bytes, and names in %s are at most "
+                         "%ld bytes\n", prog, flag, out, strlen(name), dir, name_max);
+        else if (name_max > 0 && strlen(name) + extra > (size_t)name_max)
+            fprintf(err, "%s: cannot write %s %s: its name is %zu bytes; the temporary file beside it "
+                         "needs %zu more, and names in %s are at most %ld bytes\n",
+                    prog, flag, out, strlen(name), extra, dir, name_max);
+        else
+            rc = 0;
+    }
+    free(dir);
+    free(dest);
+    return rc;
 }
 
 int tc_vocab_save(const tc_vocab *v, const char *path)

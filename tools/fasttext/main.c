@@ -7,13 +7,11 @@
 #include "ft.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 static void usage(FILE *f)
 {
@@ -133,104 +131,30 @@ static int parse_flags(int argc, char **argv, ft_config *c)
     return 0;
 }
 
-/* path with its symlinks followed, as the library's atomic writers resolve a destination
- * (so a link stays a link): malloc'd (it may not exist yet), or NULL with errno set. */
-static char *follow_links(const char *path)
-{
-    char *cur = strdup(path), target[4096];
-    for (int hops = 0; cur; hops++) {
-        struct stat st;
-        if (lstat(cur, &st) || !S_ISLNK(st.st_mode)) return cur;
-        const ssize_t k = hops == 40 ? -1 : readlink(cur, target, sizeof target);
-        if (k < 0 || k == (ssize_t)sizeof target) {
-            const int e = hops == 40 ? ELOOP : k < 0 ? errno : ENAMETOOLONG;
-            free(cur);
-            errno = e;
-            return NULL;
-        }
-        target[k] = '\0';
-        const char *slash = strrchr(cur, '/');
-        const size_t dir = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
-        char *next = malloc(dir + (size_t)k + 1); /* relative: to the link's directory */
-        if (next) {
-            memcpy(next, cur, dir);
-            memcpy(next + dir, target, (size_t)k + 1);
-        }
-        free(cur);
-        cur = next;
-    }
-    errno = ENOMEM;
-    return NULL;
-}
-
-/* The rename of path into its directory made durable (best effort, as outfile.c). */
-static void sync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = strdup(slash ? path : ".");
-    if (!dir) return;
-    if (slash) dir[slash == path ? 1 : slash - path] = '\0';
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 /* Writes paths[0] (the model) and, with n 2, paths[1] (the .vec) so that all are replaced
- * or none: each is written whole to a staged file beside its destination (by the
- * library's atomic writers) and only when all are written are they renamed over the
- * destinations. On failure the staged files go and the destinations stay as they were
- * (short of a rename failing after the first). 0, or -1 with a message. */
-static int save_outputs(const ft_model *m, char *const *paths, int n)
+ * or none (tc_staged: short of a rename failing after the first). 0, or -1 with a
+ * message. */
+static int save_outputs(const ft_model *m, const char *const *paths, int n)
 {
-    char *dest[2] = {NULL, NULL}, *staged[2] = {NULL, NULL};
-    bool made[2] = {false, false}, old[2] = {false, false};
-    struct stat st[2];
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        dest[i] = follow_links(paths[i]);
-        const size_t len = dest[i] ? strlen(dest[i]) + 48 : 0;
-        staged[i] = dest[i] ? malloc(len) : NULL;
-        old[i] = staged[i] && stat(dest[i], &st[i]) == 0;
-        /* made private while the old file is there, given its mode once complete, as the
-         * library treats a file it replaces */
-        for (int attempt = 0; staged[i] && !made[i] && attempt < 100; attempt++) {
-            snprintf(staged[i], len, "%s.staged-%ld-%d", dest[i], (long)getpid(), attempt);
-            const int fd = open(staged[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, old[i] ? 0600 : 0666);
-            made[i] = fd >= 0 && close(fd) == 0;
-            if (fd < 0 && errno != EEXIST) break;
-        }
-        if (!made[i]) {
-            fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[i], strerror(errno));
-            rc = -1;
-        }
+    tc_staged s;
+    if (tc_staged_open(&s, paths, n)) {
+        fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[s.failed], strerror(errno));
+        return -1;
     }
-    if (!rc) rc = ft_model_save(m, staged[0], stderr);
-    if (!rc && n > 1) rc = ft_write_vec(m, staged[1], stderr);
-    for (int i = 0; i < n && !rc; i++)
-        if (old[i] && chmod(staged[i], st[i].st_mode & 0777)) {
-            fprintf(stderr, "sgrad-fasttext: cannot give %s the mode of %s: %s\n", staged[i], dest[i],
-                    strerror(errno));
-            rc = -1;
+    int rc = ft_model_save(m, s.staged[0], stderr);
+    if (!rc && n > 1) rc = ft_write_vec(m, s.staged[1], stderr);
+    if (rc) {
+        tc_staged_abort(&s);
+    } else if (tc_staged_commit(&s)) {
+        fprintf(stderr, "sgrad-fasttext: cannot put %s in place: %s\n", paths[s.failed], strerror(errno));
+        if (s.renamed > 0) { /* the first is in place: say so rather than claim nothing changed */
+            fprintf(stderr, "sgrad-fasttext: %s was replaced, %s was not\n", paths[0], paths[1]);
+            return -1;
         }
+        rc = -1;
+    }
     if (rc) fprintf(stderr, "sgrad-fasttext: %s%s%s left as %s\n", paths[0], n > 1 ? " and " : "",
                     n > 1 ? paths[1] : "", n > 1 ? "they were" : "it was");
-    for (int i = 0; i < n && !rc; i++) {
-        if (rename(staged[i], dest[i])) {
-            fprintf(stderr, "sgrad-fasttext: cannot rename %s to %s: %s\n", staged[i], dest[i], strerror(errno));
-            rc = -1;
-            break;
-        }
-        made[i] = false;
-        sync_dir(dest[i]);
-    }
-    for (int i = 0; i < n; i++) {
-        if (made[i]) unlink(staged[i]);
-        free(dest[i]);
-        free(staged[i]);
-    }
     return rc;
 }
 
@@ -264,15 +188,15 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
         memcpy(vec, c.output, len);
         memcpy(vec + len, ".vec", 5);
         /* both files are checked before training: a run that cannot save does not start */
-        rc = tc_check_output("sgrad-fasttext", "-output", path, stderr);
-        if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, stderr);
+        rc = tc_check_output("sgrad-fasttext", "-output", path, TC_OUT_STAGED, stderr);
+        if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, TC_OUT_STAGED, stderr);
     }
     ft_model m;
     ft_train_result r;
     if (!rc) rc = kind == FT_SUPERVISED ? ft_train(&c, c.verbose > 1 ? stderr : NULL, &m, &r)
                                         : ft_train_vectors(&c, c.verbose > 1 ? stderr : NULL, &m, &r);
     if (!rc) {
-        rc = save_outputs(&m, (char *[]){path, vec}, kind == FT_SUPERVISED ? 1 : 2);
+        rc = save_outputs(&m, (const char *[]){path, vec}, kind == FT_SUPERVISED ? 1 : 2);
         if (!rc && c.verbose > 0)
             fprintf(stderr, "sgrad-fasttext: %lld examples x %d epochs in %.2f s, final loss %.4f; "
                             "wrote %s%s%s\n", (long long)r.examples, c.epoch, r.seconds, r.final_loss,

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The programs check an output where they will write it: a symbolic link is followed, as
+# the writers follow it (the link stays a link, its target is replaced). So a link into a
+# missing directory, or to a name too long for the temporary file beside it, is refused
+# before training instead of failing at the write; sgrad-fasttext's name check counts
+# its staged names (MODEL.bin.staged-PID-N, then that file's own temporary one); every
+# writer (sgrad-w2v's -output and -save-vocab, sgrad-fasttext's MODEL.bin and MODEL.vec)
+# replaces a link's target and keeps its permission bits; and sgrad-w2v's
+# same-file check matches a link to an output not yet written. Skips (exit 77) without
+# the programs.
+# usage: tests/test_output_links.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "${1:-build}" && pwd)
+w2v=$build/sgrad-w2v
+ft=$build/sgrad-fasttext
+if [ ! -x "$w2v" ] || [ ! -x "$ft" ]; then
+    echo "SKIP test_output_links: the programs are not built here (SGRAD_BUILD_TOOLS=OFF)"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+fail=0
+awk 'BEGIN { for (s = 1; s <= 300; s++) { for (i = 1; i <= 10; i++) printf "w%d ", (s * 7 + i * 13) % 50; print "" } }' >c.txt
+small="-size 8 -iter 1 -min-count 1 -threads 1 -debug 0"
+ftsmall="-dim 4 -epoch 1 -minCount 1 -minn 0 -maxn 0 -thread 1 -verbose 0"
+name_max=$(getconf NAME_MAX .)
+
+# refused STATUS PROGRAM PATTERN args...: that exit status (sgrad-w2v's 2 for a refused
+# flag, sgrad-fasttext's 1 as fastText's), stderr matching PATTERN, nothing trained (no
+# progress line, no failed save)
+refused() {
+    local want=$1 prog=$2 pattern=$3
+    shift 3
+    "$prog" "$@" >/dev/null 2>err.txt </dev/null
+    local got=$?
+    if [ "$got" -ne "$want" ] || ! grep -q -- "$pattern" err.txt || grep -q "epochs\|examples x\|left as" err.txt; then
+        echo "FAIL: $(basename "$prog") $* exited $got (wanted $want, stderr matching '$pattern', no training):"
+        cat err.txt
+        fail=1
+    fi
+}
+
+# ---- a link into a directory that does not exist
+ln -s missing/x.vec to-missing.vec
+refused 2 "$w2v" "does not exist" -train c.txt -output to-missing.vec $small
+ln -s missing/m.bin ft-missing.bin
+refused 1 "$ft" "does not exist" skipgram -input c.txt -output ft-missing $ftsmall
+
+# ---- a link (short name) to a legal name that leaves no room for the temporary name
+long=$(printf 'v%.0s' $(seq $((name_max - 10))))
+ln -s "$long" to-long.vec
+refused 2 "$w2v" "the temporary file beside it" -train c.txt -output to-long.vec $small
+[ -e "$long" ] && { echo "FAIL: a refused -output was written through the link"; fail=1; }
+
+# ---- sgrad-fasttext: a name with room for "NAME.tmp-PID-N" but not for the staged
+# "NAME.staged-PID-N.tmp-PID-N" is refused before training
+pid_max=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 4194304)
+direct=$((${#pid_max} + 16)) # ".tmp-" PID "-" and a 10-digit counter
+mid=$(printf 'm%.0s' $(seq $((name_max - direct - 4 - 1)))) # MID.bin: 1 byte under the direct budget
+refused 1 "$ft" "the temporary file beside it" skipgram -input c.txt -output "$mid" $ftsmall
+ls | grep "^mmm" >/dev/null && { echo "FAIL: a refused sgrad-fasttext run left files:"; ls; fail=1; }
+
+# ---- writers replace a link's target and keep its mode: sgrad-w2v's library writer
+# (-output) and its own (-save-vocab); sgrad-fasttext's staged pair
+mkdir real
+echo old >old.txt
+for f in real/o.vec real/v.txt real/m.bin real/m.vec; do cp old.txt "$f"; chmod 640 "$f"; done
+ln -s real/o.vec o.vec
+ln -s real/v.txt v.txt
+ln -s real/m.bin m.bin
+ln -s real/m.vec m.vec
+"$w2v" -train c.txt -output o.vec -save-vocab v.txt $small 2>err.txt || { echo "FAIL: w2v through links:"; cat err.txt; fail=1; }
+"$ft" skipgram -input c.txt -output m $ftsmall 2>err.txt || { echo "FAIL: fasttext through links:"; cat err.txt; fail=1; }
+for f in o.vec v.txt m.bin m.vec; do
+    if [ ! -L "$f" ] || [ "$(stat -c %a "real/$f")" != 640 ] || cmp -s old.txt "real/$f"; then
+        echo "FAIL: $f: wanted a link still, its target real/$f rewritten with mode 640; got:"
+        ls -l "$f" "real/$f"
+        fail=1
+    fi
+done
+grep -q "^w0 " real/v.txt || { echo "FAIL: real/v.txt is not the vocabulary:"; head -3 real/v.txt; fail=1; }
+ls real | grep "tmp-\|staged" >/dev/null && { echo "FAIL: temporary files left in real/:"; ls real; fail=1; }
+
+# ---- a link to an output not yet written is that output
+ln -s new.vec dangling.vec
+"$w2v" -train c.txt -output new.vec -save-context dangling.vec $small 2>err.txt </dev/null
+got=$?
+if [ "$got" -ne 2 ] || ! grep -q -- "-output new.vec and -save-context dangling.vec are the same file" err.txt; then
+    echo "FAIL: -save-context, a link to -output's file not yet written, exited $got:"; cat err.txt; fail=1
+fi
+[ -e new.vec ] && { echo "FAIL: a refused run wrote new.vec"; fail=1; }
+exit $fail
