@@ -4,11 +4,13 @@
  * a directory or a missing directory as the destination is refused at open, before any
  * work; a FIFO, socket or device node (also behind a symlink) is refused and left as it
  * was; a replaced file keeps its permission bits and a new one gets 0666 minus the umask;
- * a symlink stays a link and its target gets the new contents. The expected contents are
+ * a symlink stays a link and its target gets the new contents, and a /proc link to an
+ * open file leads to that file, however long its path. The expected contents are
  * the bytes the test itself wrote; modes are compared with the ones the test set. */
 #define _XOPEN_SOURCE 700 /* mknod */
 #include "io/io.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -286,6 +288,37 @@ TEST(a_symlink_stays_and_its_target_is_replaced)
     CHECK(rmdir(dir) == 0); /* empty: no temporary file left beside the target */
     unlink(link1);
     unlink(link2);
+    CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == 0);
+    sg_ctx_free(ctx);
+}
+
+/* /proc's links to open files (/dev/stdout is one): a regular file is found at its path,
+ * however long (the link's own size says 64), and replaced there; a pipe is refused. */
+TEST(a_proc_link_leads_to_the_file_it_names)
+{
+    if (access("/proc/self/fd", R_OK) != 0) return; /* not Linux: nothing to test */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    char dir[400], file[500], fdpath[64];
+    snprintf(dir, sizeof dir, "%s_%0100d", tu_tmp_path("atomic_deep"), 0); /* > 64 bytes */
+    snprintf(file, sizeof file, "%s/out", dir);
+    unlink(file);
+    rmdir(dir);
+    CHECK(mkdir(dir, 0700) == 0);
+    const int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+    CHECK_STATUS(ctx, save(ctx, fdpath, 3000, 4), SG_OK);
+    CHECK(is_pattern_file(file, 3000, 4) && mode_of(file) == 0600);
+    CHECK(tu_stray_temporaries(file) == 0);
+    close(fd);
+    int p[2];
+    CHECK(pipe(p) == 0);
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", p[1]);
+    check_refused(ctx, fdpath, "FIFO");
+    close(p[0]);
+    close(p[1]);
+    unlink(file);
+    CHECK(rmdir(dir) == 0);
     CHECK(sg_ctx_mem_stats(ctx).bytes_in_use == 0);
     sg_ctx_free(ctx);
 }

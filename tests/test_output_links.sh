@@ -5,9 +5,11 @@
 # before training instead of failing at the write; sgrad-fasttext's name check counts
 # its staged names (MODEL.bin.staged-PID-N, then that file's own temporary one); every
 # writer (sgrad-w2v's -output and -save-vocab, sgrad-fasttext's MODEL.bin and MODEL.vec)
-# replaces a link's target and keeps its permission bits; and sgrad-w2v's
-# same-file check matches a link to an output not yet written. Skips (exit 77) without
-# the programs.
+# replaces a link's target and keeps its permission bits; /dev/stdout and /dev/stdin
+# redirected to files work whatever their paths' lengths, and into a pipe /dev/stdout is
+# refused before training; sgrad-w2v's same-file check matches a link to an output not yet
+# written, and sgrad-fasttext refuses MODEL.bin and MODEL.vec that are one file. Skips
+# (exit 77) without the programs.
 # usage: tests/test_output_links.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -23,18 +25,18 @@ cd "$tmp" || exit 1
 fail=0
 awk 'BEGIN { for (s = 1; s <= 300; s++) { for (i = 1; i <= 10; i++) printf "w%d ", (s * 7 + i * 13) % 50; print "" } }' >c.txt
 small="-size 8 -iter 1 -min-count 1 -threads 1 -debug 0"
-ftsmall="-dim 4 -epoch 1 -minCount 1 -minn 0 -maxn 0 -thread 1 -verbose 0"
+ftsmall="-dim 4 -epoch 1 -minCount 1 -minn 0 -maxn 0 -thread 1 -verbose 2" # 2: "Read N words" once it trains
 name_max=$(getconf NAME_MAX .)
 
 # refused STATUS PROGRAM PATTERN args...: that exit status (sgrad-w2v's 2 for a refused
 # flag, sgrad-fasttext's 1 as fastText's), stderr matching PATTERN, nothing trained (no
-# progress line, no failed save)
+# progress line or word count, no failed save)
 refused() {
     local want=$1 prog=$2 pattern=$3
     shift 3
     "$prog" "$@" >/dev/null 2>err.txt </dev/null
     local got=$?
-    if [ "$got" -ne "$want" ] || ! grep -q -- "$pattern" err.txt || grep -q "epochs\|examples x\|left as" err.txt; then
+    if [ "$got" -ne "$want" ] || ! grep -q -- "$pattern" err.txt || grep -q "epochs\|Read [0-9]* words\|left as" err.txt; then
         echo "FAIL: $(basename "$prog") $* exited $got (wanted $want, stderr matching '$pattern', no training):"
         cat err.txt
         fail=1
@@ -81,6 +83,31 @@ for f in o.vec v.txt m.bin m.vec; do
 done
 grep -q "^w0 " real/v.txt || { echo "FAIL: real/v.txt is not the vocabulary:"; head -3 real/v.txt; fail=1; }
 ls real | grep "tmp-\|staged" >/dev/null && { echo "FAIL: temporary files left in real/:"; ls real; fail=1; }
+
+# ---- /proc's links (/dev/stdout, /dev/stdin): a redirected file is found at its path,
+# however long (the link's size says 64); a pipe is refused before training
+deep=$tmp/$(printf 'd%.0s' $(seq 60))/$(printf 'e%.0s' $(seq 60))
+mkdir -p "$deep"
+"$w2v" -train c.txt -output /dev/stdout $small >"$deep/out.vec" 2>err.txt ||
+    { echo "FAIL: -output /dev/stdout into a file:"; cat err.txt; fail=1; }
+head -n1 "$deep/out.vec" | grep -q "^50 8$" || { echo "FAIL: $deep/out.vec is not the vectors"; fail=1; }
+cp c.txt "$deep/c.txt"
+"$w2v" -train /dev/stdin -output o2.vec $small <"$deep/c.txt" 2>err.txt ||
+    { echo "FAIL: -train /dev/stdin from a file:"; cat err.txt; fail=1; }
+for flag in -output -save-vocab -log; do
+    if [ $flag = -output ]; then args=(-output /dev/stdout); else args=(-output o3.vec $flag /dev/stdout); fi
+    "$w2v" -train c.txt "${args[@]}" $small 2>err.txt | cat >/dev/null
+    got=${PIPESTATUS[0]}
+    if [ "$got" -ne 2 ] || ! grep -q -- "cannot write $flag /dev/stdout: not a regular file" err.txt; then
+        echo "FAIL: $flag /dev/stdout into a pipe exited $got (wanted 2, refused before training):"; cat err.txt; fail=1
+    fi
+done
+
+# ---- sgrad-fasttext: MODEL.bin and MODEL.vec may not be one file
+ln -s shared.txt twice.bin
+ln -s shared.txt twice.vec
+refused 1 "$ft" "are the same file" skipgram -input c.txt -output twice $ftsmall
+[ -e shared.txt ] && { echo "FAIL: a refused run wrote shared.txt"; fail=1; }
 
 # ---- a link to an output not yet written is that output
 ln -s new.vec dangling.vec

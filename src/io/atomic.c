@@ -44,12 +44,19 @@ static char *follow_links(sg_ctx *ctx, const char *path, int *err)
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
-        /* a target's length is the link's size (0 on some pseudo file systems: then the
-         * largest path); one byte more tells a whole read from a cut one */
-        const size_t cap = (st.st_size > 0 ? (size_t)st.st_size : (size_t)4096) + 1;
-        char *target = hops < 40 ? sg__malloc(ctx, cap) : NULL;
-        const ssize_t k = target ? readlink(cur, target, cap) : -1;
-        if (k < 0 || (size_t)k == cap) {
+        /* grown until the target fits with a byte to spare: a link's st_size is not its
+         * target's length on /proc (64 for /proc/self/fd/N) */
+        char *target = NULL;
+        ssize_t k = -1;
+        size_t cap = 128; /* the size of target once read */
+        while (hops < 40 && cap < ((size_t)1 << 16)) {
+            cap *= 2;
+            sg__free(ctx, target);
+            if (!(target = sg__malloc(ctx, cap))) break;
+            k = readlink(cur, target, cap);
+            if (k < 0 || (size_t)k < cap) break;
+        }
+        if (!target || k < 0 || (size_t)k >= cap) {
             *err = hops == 40 ? ELOOP : !target ? 0 : k < 0 ? errno : ENAMETOOLONG;
             sg__free(ctx, target);
             sg__free(ctx, cur);
@@ -103,6 +110,15 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
         o->ctx = NULL;
         return sg__failc(ctx, SG_ERR_ARG, "no output path given");
     }
+    /* checked before anything is created, on the file the kernel finds (/proc's links to
+     * pipes and terminals included): a device, FIFO or socket is never replaced */
+    struct stat st;
+    const bool exists = stat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        o->ctx = NULL;
+        return sg__failc(ctx, SG_ERR_IO, "cannot write %s: it is %s", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : kind_of(st.st_mode));
+    }
     int err;
     o->path = follow_links(ctx, path, &err);
     if (!o->path) {
@@ -110,12 +126,12 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
         return err ? sg__failc(ctx, SG_ERR_IO, "cannot write %s: %s", path, strerror(err))
                    : sg__status_or_nomem(ctx);
     }
-    /* checked before anything is created: a device, FIFO or socket is never replaced */
-    struct stat st;
-    bool exists = stat(o->path, &st) == 0, linked = strcmp(path, o->path) != 0;
-    if (exists && !S_ISREG(st.st_mode)) {
-        int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s%s%s: it is %s", path, linked ? ", a link to " : "",
-                           linked ? o->path : "", S_ISDIR(st.st_mode) ? "a directory" : kind_of(st.st_mode));
+    /* the path the links lead to must be that file, or the rename would miss it (a /proc
+     * link to a deleted file reads "PATH (deleted)") */
+    struct stat at;
+    if (exists && (stat(o->path, &at) != 0 || at.st_dev != st.st_dev || at.st_ino != st.st_ino)) {
+        int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s: the file it names is not at %s, where it "
+                                           "would be replaced", path, o->path);
         release(o);
         o->ctx = NULL;
         return rc;

@@ -10,9 +10,11 @@
 #ifndef SG_TOOLS_COMMON_H
 #define SG_TOOLS_COMMON_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define TC_MAX_WORD 100     /* longer words are cut to TC_MAX_WORD - 1 bytes, or fewer: not
                                inside a UTF-8 character */
@@ -227,6 +229,29 @@ void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t s
  * keeps its permission bits; a replacement is renamed into place only once complete. */
 /* path with its symlinks followed (it may not exist yet): malloc'd, or NULL (errno set). */
 char *tc_follow_links(const char *path);
+/* errno values of the functions below for an output that cannot be replaced: a file that
+ * is not regular (not a directory: EISDIR), and a path whose links do not lead to the file
+ * it names (a /proc link to a deleted file); tc_out_strerror says which in words. */
+#define TC_ENOTREG EINVAL
+#define TC_ENOTHERE ESTALE
+const char *tc_out_strerror(int err);
+
+/* A path's identities: the file it names, if it exists, and its directory entry (the
+ * directory's device and inode, and the final name, after links are followed), which an
+ * output not yet written has too. Two paths name the same file when either matches:
+ * "o.txt", "./o.txt" and "$PWD/o.txt" do, and so do a link and its target, even one not
+ * yet written. */
+typedef struct {
+    bool exists;
+    dev_t dev, dir_dev;
+    ino_t ino, dir_ino;
+    char *target;     /* the path, links followed (malloc'd) */
+    const char *name; /* its final component, within target */
+} tc_path_id;
+/* 0, or -1 (errno set) when the path's links or directory cannot be examined; release
+ * id->target with free either way. */
+int tc_path_identify(const char *path, tc_path_id *id);
+bool tc_path_same(const tc_path_id *a, const tc_path_id *b);
 
 /* atomic text output: a temporary file beside the destination, renamed over it on commit */
 typedef struct {

@@ -32,12 +32,19 @@ char *tc_follow_links(const char *path)
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) || !S_ISLNK(st.st_mode)) return cur;
-        /* a target's length is the link's size (0 on some pseudo file systems: then the
-         * largest path); one byte more tells a whole read from a cut one */
-        const size_t cap = (st.st_size > 0 ? (size_t)st.st_size : (size_t)4096) + 1;
-        char *target = hops < 40 ? malloc(cap) : NULL;
-        const ssize_t k = target ? readlink(cur, target, cap) : -1;
-        if (k < 0 || (size_t)k == cap) {
+        /* grown until the target fits with a byte to spare: a link's st_size is not its
+         * target's length on /proc (64 for /proc/self/fd/N) */
+        char *target = NULL;
+        ssize_t k = -1;
+        size_t cap = 128; /* the size of target once read */
+        while (hops < 40 && cap < ((size_t)1 << 16)) {
+            cap *= 2;
+            free(target);
+            if (!(target = malloc(cap))) break;
+            k = readlink(cur, target, cap);
+            if (k < 0 || (size_t)k < cap) break;
+        }
+        if (!target || k < 0 || (size_t)k >= cap) {
             const int e = hops == 40 ? ELOOP : !target ? ENOMEM : k < 0 ? errno : ENAMETOOLONG;
             free(target);
             free(cur);
@@ -58,6 +65,37 @@ char *tc_follow_links(const char *path)
     }
     errno = ENOMEM;
     return NULL;
+}
+
+const char *tc_out_strerror(int err)
+{
+    return err == TC_ENOTREG    ? "not a regular file"
+           : err == TC_ENOTHERE ? "its links do not lead to the file it names, so it cannot be replaced"
+                                : strerror(err);
+}
+
+/* Where an output goes: *st and *exists the file path names now (as the kernel finds it,
+ * /proc's links to pipes and terminals included), *dest the path its links lead to, where
+ * the writers write. 0, or -1 (errno: EISDIR, TC_ENOTREG for another non-regular file,
+ * TC_ENOTHERE when the links do not lead to that file, as a /proc link to a deleted
+ * file's "PATH (deleted)"; *dest NULL). */
+static int resolve_output(const char *path, char **dest, struct stat *st, bool *exists)
+{
+    *dest = NULL;
+    *exists = stat(path, st) == 0;
+    if (*exists && !S_ISREG(st->st_mode)) {
+        errno = S_ISDIR(st->st_mode) ? EISDIR : TC_ENOTREG;
+        return -1;
+    }
+    if (!(*dest = tc_follow_links(path))) return -1;
+    struct stat at;
+    if (*exists && (stat(*dest, &at) || at.st_dev != st->st_dev || at.st_ino != st->st_ino)) {
+        free(*dest);
+        *dest = NULL;
+        errno = TC_ENOTHERE;
+        return -1;
+    }
+    return 0;
 }
 
 /* The directory part of path ("." when it has none), malloc'd. */
@@ -86,24 +124,19 @@ static void sync_dir(const char *path)
     free(dir);
 }
 
-/* Resolves path into *dest and creates a new file beside it named "DEST.TAG-PID-N",
- * private (0600) when a file is there to replace, else 0666 minus the umask: its name in
- * *made, its descriptor returned; *mode gets the old file's permission bits (-1: none).
- * -1 with errno set (EISDIR or EINVAL for a destination that is not a regular file). */
+/* Resolves path into *dest (resolve_output) and creates a new file beside it named
+ * "DEST.TAG-PID-N", private (0600) when a file is there to replace, else 0666 minus the
+ * umask: its name in *made, its descriptor returned; *mode gets the old file's permission
+ * bits (-1: none). -1 with errno set (as resolve_output's, or open's). */
 static int make_beside(const char *path, const char *tag, char **dest, char **made, int *mode)
 {
     static unsigned counter;
     *made = NULL;
     *mode = -1;
-    if (!(*dest = tc_follow_links(path))) return -1;
     struct stat st;
-    if (stat(*dest, &st) == 0) {
-        if (!S_ISREG(st.st_mode)) {
-            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-            return -1;
-        }
-        *mode = (int)(st.st_mode & 0777);
-    }
+    bool exists;
+    if (resolve_output(path, dest, &st, &exists)) return -1;
+    if (exists) *mode = (int)(st.st_mode & 0777);
     const size_t len = strlen(*dest) + strlen(tag) + 48;
     if (!(*made = malloc(len))) return -1;
     int fd = -1;
@@ -225,50 +258,80 @@ int tc_staged_commit(tc_staged *s)
     return rc;
 }
 
+int tc_path_identify(const char *path, tc_path_id *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) { /* the kernel's view: /proc's links included */
+        id->exists = true;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+    }
+    if (!(id->target = tc_follow_links(path))) return -1;
+    const char *slash = strrchr(id->target, '/');
+    id->name = slash ? slash + 1 : id->target;
+    char *dir = dir_of(id->target);
+    const int rc = dir ? stat(dir, &st) : -1;
+    free(dir);
+    if (rc) return -1;
+    id->dir_dev = st.st_dev;
+    id->dir_ino = st.st_ino;
+    return 0;
+}
+
+bool tc_path_same(const tc_path_id *a, const tc_path_id *b)
+{
+    return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) ||
+           (a->dir_dev == b->dir_dev && a->dir_ino == b->dir_ino && !strcmp(a->name, b->name));
+}
+
 int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_kind kind, FILE *err)
 {
-    char *dest = tc_follow_links(out);
-    if (!dest) {
-        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, strerror(errno));
+    char *dest;
+    struct stat st;
+    bool exists;
+    if (resolve_output(out, &dest, &st, &exists)) {
+        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out,
+                errno == EISDIR ? "it is a directory" : tc_out_strerror(errno));
         return -1;
     }
-    /* what a link names is what is checked: the writers replace the link's target */
-    const bool linked = strcmp(dest, out) != 0;
+    /* the directory the links lead to is checked: the writers write there */
     char *dir = dir_of(dest);
     const char *slash = strrchr(dest, '/');
     const char *name = slash ? slash + 1 : dest;
-    struct stat st;
     int rc = -1, dir_status = 0;
+    /* the temporary names beside it must fit too, or the run would fail only when it
+     * writes: "NAME.tmp-PID-N" (this file's and the library's writers), or for a staged
+     * file "NAME.staged-PID-N.tmp-PID-N" (its writer's temporary file beside it) */
+    char pid[24];
+    const size_t tmp = strlen(".tmp--") + (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()) +
+                       TMP_COUNTER_DIGITS;
+    const size_t extra = kind == TC_OUT_DIRECT   ? 0
+                         : kind == TC_OUT_ATOMIC ? tmp
+                                                 : tmp + strlen(".staged--") + strlen(pid) + TMP_COUNTER_DIGITS;
+    const long name_max = dir ? pathconf(dir, _PC_NAME_MAX) : -1;
+    const long path_max = dir ? pathconf(dir, _PC_PATH_MAX) : -1;
     if (!dir) {
         fprintf(err, "%s: out of memory\n", prog);
-    } else if (stat(dest, &st) == 0 && !S_ISREG(st.st_mode)) {
-        fprintf(err, "%s: cannot write %s %s%s%s: %s\n", prog, flag, out, linked ? ", a link to " : "",
-                linked ? dest : "", S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
     } else if ((dir_status = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR) != 0) {
         fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir,
                 dir_status == ENOENT ? "does not exist" : strerror(dir_status));
     } else if (access(dir, W_OK | X_OK) != 0) {
         fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir, strerror(errno));
-    } else {
-        /* the temporary names beside it must fit too, or the run would fail only when it
-         * writes: "NAME.tmp-PID-N" (this file's and the library's writers), or for a staged
-         * file "NAME.staged-PID-N.tmp-PID-N" (its writer's temporary file beside it) */
-        char pid[24];
-        const size_t tmp = strlen(".tmp--") + (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()) +
-                           TMP_COUNTER_DIGITS;
-        const size_t extra = kind == TC_OUT_DIRECT   ? 0
-                             : kind == TC_OUT_ATOMIC ? tmp
-                                                     : tmp + strlen(".staged--") + strlen(pid) + TMP_COUNTER_DIGITS;
-        const long name_max = pathconf(dir, _PC_NAME_MAX);
-        if (name_max > 0 && strlen(name) + extra > (size_t)name_max && !extra)
+    } else if (name_max > 0 && strlen(name) + extra > (size_t)name_max) {
+        if (!extra)
             fprintf(err, "%s: cannot write %s %s: its name is %zu bytes, and names in %s are at most "
                          "%ld bytes\n", prog, flag, out, strlen(name), dir, name_max);
-        else if (name_max > 0 && strlen(name) + extra > (size_t)name_max)
+        else
             fprintf(err, "%s: cannot write %s %s: its name is %zu bytes; the temporary file beside it "
                          "needs %zu more, and names in %s are at most %ld bytes\n",
                     prog, flag, out, strlen(name), extra, dir, name_max);
-        else
-            rc = 0;
+    } else if (path_max > 0 && strlen(dest) + extra >= (size_t)path_max) {
+        fprintf(err, "%s: cannot write %s %s: the path %s%s is %zu bytes, and paths are shorter than "
+                     "%ld bytes\n", prog, flag, out, dest, extra ? " with its temporary suffix" : "",
+                strlen(dest) + extra, path_max);
+    } else {
+        rc = 0;
     }
     free(dir);
     free(dest);

@@ -137,25 +137,41 @@ static int parse_flags(int argc, char **argv, ft_config *c)
 static int save_outputs(const ft_model *m, const char *const *paths, int n)
 {
     tc_staged s;
+    int rc = 0;
     if (tc_staged_open(&s, paths, n)) {
-        fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[s.failed], strerror(errno));
-        return -1;
-    }
-    int rc = ft_model_save(m, s.staged[0], stderr);
-    if (!rc && n > 1) rc = ft_write_vec(m, s.staged[1], stderr);
-    if (rc) {
-        tc_staged_abort(&s);
-    } else if (tc_staged_commit(&s)) {
-        fprintf(stderr, "sgrad-fasttext: cannot put %s in place: %s\n", paths[s.failed], strerror(errno));
-        if (s.renamed > 0) { /* the first is in place: say so rather than claim nothing changed */
-            fprintf(stderr, "sgrad-fasttext: %s was replaced, %s was not\n", paths[0], paths[1]);
-            return -1;
-        }
+        fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[s.failed], tc_out_strerror(errno));
         rc = -1;
+    } else {
+        rc = ft_model_save(m, s.staged[0], stderr);
+        if (!rc && n > 1) rc = ft_write_vec(m, s.staged[1], stderr);
+        if (rc) {
+            tc_staged_abort(&s);
+        } else if (tc_staged_commit(&s)) {
+            fprintf(stderr, "sgrad-fasttext: cannot put %s in place: %s\n", paths[s.failed], strerror(errno));
+            if (s.renamed > 0) { /* the first is in place: say so rather than claim nothing changed */
+                fprintf(stderr, "sgrad-fasttext: %s was replaced, %s was not\n", paths[0], paths[1]);
+                return -1;
+            }
+            rc = -1;
+        }
     }
     if (rc) fprintf(stderr, "sgrad-fasttext: %s%s%s left as %s\n", paths[0], n > 1 ? " and " : "",
                     n > 1 ? paths[1] : "", n > 1 ? "they were" : "it was");
     return rc;
+}
+
+/* Whether a and b (links followed) are one file, said on stderr: the second write would
+ * replace the first. */
+static bool same_file(const char *a, const char *b)
+{
+    tc_path_id ia = {0}, ib = {0};
+    const bool known = !tc_path_identify(a, &ia) && !tc_path_identify(b, &ib);
+    const bool same = known && tc_path_same(&ia, &ib);
+    if (!known) fprintf(stderr, "sgrad-fasttext: cannot examine %s and %s: %s\n", a, b, strerror(errno));
+    else if (same) fprintf(stderr, "sgrad-fasttext: cannot write -output: %s and %s are the same file\n", a, b);
+    free(ia.target);
+    free(ib.target);
+    return !known || same;
 }
 
 /* supervised, skipgram, cbow: trains and writes MODEL.bin (and MODEL.vec for vectors). */
@@ -190,6 +206,7 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
         /* both files are checked before training: a run that cannot save does not start */
         rc = tc_check_output("sgrad-fasttext", "-output", path, TC_OUT_STAGED, stderr);
         if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, TC_OUT_STAGED, stderr);
+        if (!rc && kind != FT_SUPERVISED && same_file(path, vec)) rc = -1;
     }
     ft_model m;
     ft_train_result r;

@@ -332,7 +332,7 @@ static int w2v_main(int argc, char **argv)
     if (cfg.save_vocab) {
         if (tc_vocab_save(&v, cfg.save_vocab)) {
             fprintf(stderr, "sgrad-w2v: cannot write -save-vocab %s: %s (any previous file is "
-                            "unchanged)\n", cfg.save_vocab, strerror(errno));
+                            "unchanged)\n", cfg.save_vocab, tc_out_strerror(errno));
             tc_codes_free(&codes);
             tc_vocab_free(&v);
             return 1;
@@ -401,7 +401,7 @@ static int w2v_main(int argc, char **argv)
             rc = 1;
         } else if (w2v_classes_write(cfg.output, (char *const *)v.words, cl, v.size)) {
             fprintf(stderr, "sgrad-w2v: cannot write %s: %s (any previous %s is unchanged)\n",
-                    cfg.output, strerror(errno), cfg.output);
+                    cfg.output, tc_out_strerror(errno), cfg.output);
             rc = 1;
         } else if (log) {
             fprintf(log, "sgrad-w2v: wrote %d classes of %lld words to %s\n", cfg.classes,

@@ -525,51 +525,6 @@ int w2v_config_check(const w2v_config *cfg, FILE *err)
     return 0;
 }
 
-/* A path's identities: the file it names, if it exists, and its directory entry (the
- * directory's device and inode, and the final name), which an output not yet written has
- * too. Both are taken after symlinks are followed, as the writers follow them. Two paths
- * name the same file when either identity matches: "o.txt", "./o.txt" and "$PWD/o.txt"
- * do, and so do a link and its target, even one not yet written. */
-typedef struct {
-    bool exists;
-    dev_t dev, dir_dev;
-    ino_t ino, dir_ino;
-    char *target;     /* the path, links followed (malloc'd) */
-    const char *name; /* its final component, within target */
-} path_id;
-
-/* 0, or -1 (errno set) when the path's links or directory cannot be examined. */
-static int path_identify(const char *path, path_id *id)
-{
-    struct stat st;
-    memset(id, 0, sizeof *id);
-    if (!(id->target = tc_follow_links(path))) return -1;
-    if (stat(id->target, &st) == 0) {
-        id->exists = true;
-        id->dev = st.st_dev;
-        id->ino = st.st_ino;
-    }
-    const char *slash = strrchr(id->target, '/');
-    id->name = slash ? slash + 1 : id->target;
-    const size_t dlen = !slash ? 1 : slash == id->target ? 1 : (size_t)(slash - id->target);
-    char *dir = malloc(dlen + 1);
-    if (!dir) return -1;
-    memcpy(dir, slash ? id->target : ".", dlen);
-    dir[dlen] = '\0';
-    const int rc = stat(dir, &st);
-    free(dir);
-    if (rc) return -1;
-    id->dir_dev = st.st_dev;
-    id->dir_ino = st.st_ino;
-    return 0;
-}
-
-static bool path_same(const path_id *a, const path_id *b)
-{
-    return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) ||
-           (a->dir_dev == b->dir_dev && a->dir_ino == b->dir_ino && !strcmp(a->name, b->name));
-}
-
 int w2v_vocab_check(const tc_vocab *v, FILE *err)
 {
     if (v->size >= 2) return 0;
@@ -613,7 +568,7 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
     const char *paths[8] = {cfg->train, cfg->read_vocab, cfg->resume, cfg->output, cfg->save_context,
                             cfg->checkpoint, cfg->log, cfg->save_vocab};
     enum { FIRST_OUTPUT = 3, RESUME = 2, CHECKPOINT = 5, LOG = 6 };
-    path_id ids[8] = {{0}};
+    tc_path_id ids[8] = {{0}};
     int rc = 0;
     for (int i = 0; i < 8 && !rc; i++) {
         if (!paths[i]) continue;
@@ -627,7 +582,7 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
             if (tc_check_output("sgrad-w2v", flags[i], paths[i], i == LOG ? TC_OUT_DIRECT : TC_OUT_ATOMIC, err))
                 break;
         }
-        if (path_identify(paths[i], &ids[i])) {
+        if (tc_path_identify(paths[i], &ids[i])) {
             fprintf(err, "sgrad-w2v: cannot read the directory of %s %s: %s\n", flags[i], paths[i],
                     strerror(errno));
             break;
@@ -635,7 +590,7 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
         rc = 0;
         /* -checkpoint may be the -resume file: a resumed run keeps saving to it */
         for (int k = 0; k < i && i >= FIRST_OUTPUT && !rc; k++)
-            if (paths[k] && !(k == RESUME && i == CHECKPOINT) && path_same(&ids[k], &ids[i])) {
+            if (paths[k] && !(k == RESUME && i == CHECKPOINT) && tc_path_same(&ids[k], &ids[i])) {
                 fprintf(err, "sgrad-w2v: %s %s and %s %s are the same file\n", flags[k], paths[k], flags[i],
                         paths[i]);
                 rc = -1;
