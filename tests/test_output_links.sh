@@ -8,8 +8,9 @@
 # replaces a link's target and keeps its permission bits; /dev/stdout and /dev/stdin
 # redirected to files work whatever their paths' lengths, and into a pipe /dev/stdout is
 # refused before training; sgrad-w2v's same-file check matches a link to an output not yet
-# written, and sgrad-fasttext refuses MODEL.bin and MODEL.vec that are one file. Skips
-# (exit 77) without the programs.
+# written, and sgrad-fasttext refuses MODEL.bin and MODEL.vec that are one file; a FIFO
+# behind a chain of links the kernel gives up on is refused and kept, and a log is
+# written through its own path. Skips (exit 77) without the programs.
 # usage: tests/test_output_links.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -103,7 +104,32 @@ for flag in -output -save-vocab -log; do
     fi
 done
 
-# ---- sgrad-fasttext: MODEL.bin and MODEL.vec may not be one file
+# ---- a FIFO at the end of a chain the kernel gives up on (more than 40 links in all,
+# though each step is short): refused, and kept
+mkdir chain
+ln -s . chain/d
+mkfifo chain/ff
+for i in $(seq 0 24); do ln -s "d/l$((i + 1))" "chain/l$i"; done
+ln -s ff chain/l25
+refused 2 "$w2v" "Too many levels of symbolic links" -train c.txt -output chain/l0 $small
+refused 2 "$w2v" "Too many levels of symbolic links" -train c.txt -output o4.vec -save-vocab chain/l0 $small
+[ -p chain/ff ] || { echo "FAIL: the FIFO behind chain/l0 was replaced"; fail=1; }
+
+# ---- a log is written in place, through its own path: a /proc link to a deleted file
+# takes it (nothing is made beside the file)
+exec 3>gone.log
+rm gone.log
+"$w2v" -train c.txt -output o5.vec -log /proc/self/fd/3 $small 2>err.txt ||
+    { echo "FAIL: -log through a /proc link to a deleted file:"; cat err.txt; fail=1; }
+exec 3>&-
+
+# ---- sgrad-fasttext: MODEL.bin and MODEL.vec may not be one file (two links to one
+# name); hard links are two names, each replaced by its own rename
+touch hard.bin
+ln hard.bin hard.vec
+"$ft" skipgram -input c.txt -output hard $ftsmall 2>err.txt || { echo "FAIL: hard-linked .bin and .vec:"; cat err.txt; fail=1; }
+[ "$(stat -c %i hard.bin)" != "$(stat -c %i hard.vec)" ] && head -n1 hard.vec | grep -q "^51 4$" ||
+    { echo "FAIL: hard.bin and hard.vec are not two files, the .vec the vectors"; fail=1; }
 ln -s shared.txt twice.bin
 ln -s shared.txt twice.vec
 refused 1 "$ft" "are the same file" skipgram -input c.txt -output twice $ftsmall

@@ -114,6 +114,10 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
      * pipes and terminals included): a device, FIFO or socket is never replaced */
     struct stat st;
     const bool exists = stat(path, &st) == 0;
+    if (!exists && errno != ENOENT) { /* ELOOP, EACCES, ...: what is there cannot be told */
+        o->ctx = NULL;
+        return sg__failc(ctx, SG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
     if (exists && !S_ISREG(st.st_mode)) {
         o->ctx = NULL;
         return sg__failc(ctx, SG_ERR_IO, "cannot write %s: it is %s", path,
@@ -126,10 +130,11 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
         return err ? sg__failc(ctx, SG_ERR_IO, "cannot write %s: %s", path, strerror(err))
                    : sg__status_or_nomem(ctx);
     }
-    /* the path the links lead to must be that file, or the rename would miss it (a /proc
-     * link to a deleted file reads "PATH (deleted)") */
+    /* the path the links lead to must be that file (or, for a new one, nothing), or the
+     * rename would miss it (a /proc link to a deleted file reads "PATH (deleted)") */
     struct stat at;
-    if (exists && (stat(o->path, &at) != 0 || at.st_dev != st.st_dev || at.st_ino != st.st_ino)) {
+    const bool there = stat(o->path, &at) == 0;
+    if (exists != there || (exists && (at.st_dev != st.st_dev || at.st_ino != st.st_ino))) {
         int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s: the file it names is not at %s, where it "
                                            "would be replaced", path, o->path);
         release(o);

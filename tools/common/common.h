@@ -10,7 +10,6 @@
 #ifndef SG_TOOLS_COMMON_H
 #define SG_TOOLS_COMMON_H
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -231,9 +230,11 @@ void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t s
 char *tc_follow_links(const char *path);
 /* errno values of the functions below for an output that cannot be replaced: a file that
  * is not regular (not a directory: EISDIR), and a path whose links do not lead to the file
- * it names (a /proc link to a deleted file); tc_out_strerror says which in words. */
-#define TC_ENOTREG EINVAL
-#define TC_ENOTHERE ESTALE
+ * it names (a /proc link to a deleted file). They are beyond the system's own values, so
+ * no system error is mistaken for them; tc_out_strerror says each in words (and any other
+ * errno as strerror). */
+#define TC_ENOTREG 4097
+#define TC_ENOTHERE 4098
 const char *tc_out_strerror(int err);
 
 /* A path's identities: the file it names, if it exists, and its directory entry (the
@@ -246,12 +247,15 @@ typedef struct {
     dev_t dev, dir_dev;
     ino_t ino, dir_ino;
     char *target;     /* the path, links followed (malloc'd) */
-    const char *name; /* its final component, within target */
+    const char *name; /* its final component, within target; NULL: no entry known */
 } tc_path_id;
-/* 0, or -1 (errno set) when the path's links or directory cannot be examined; release
- * id->target with free either way. */
+/* 0, or -1 (errno set) when the path names no file and its links or directory cannot be
+ * examined; release id->target with free either way. */
 int tc_path_identify(const char *path, tc_path_id *id);
 bool tc_path_same(const tc_path_id *a, const tc_path_id *b);
+/* The same directory entry only: two hard links are two entries, each replaced by a
+ * rename of its own. */
+bool tc_path_same_entry(const tc_path_id *a, const tc_path_id *b);
 
 /* atomic text output: a temporary file beside the destination, renamed over it on commit */
 typedef struct {

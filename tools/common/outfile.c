@@ -76,20 +76,22 @@ const char *tc_out_strerror(int err)
 
 /* Where an output goes: *st and *exists the file path names now (as the kernel finds it,
  * /proc's links to pipes and terminals included), *dest the path its links lead to, where
- * the writers write. 0, or -1 (errno: EISDIR, TC_ENOTREG for another non-regular file,
- * TC_ENOTHERE when the links do not lead to that file, as a /proc link to a deleted
- * file's "PATH (deleted)"; *dest NULL). */
+ * the writers write. 0, or -1 (errno: stat's, other than ENOENT; EISDIR; TC_ENOTREG for
+ * another non-regular file; TC_ENOTHERE when the links do not lead to that file, as a
+ * /proc link to a deleted file's "PATH (deleted)"; *dest NULL). */
 static int resolve_output(const char *path, char **dest, struct stat *st, bool *exists)
 {
     *dest = NULL;
     *exists = stat(path, st) == 0;
+    if (!*exists && errno != ENOENT) return -1; /* ELOOP, EACCES, ...: what is there cannot be told */
     if (*exists && !S_ISREG(st->st_mode)) {
         errno = S_ISDIR(st->st_mode) ? EISDIR : TC_ENOTREG;
         return -1;
     }
     if (!(*dest = tc_follow_links(path))) return -1;
     struct stat at;
-    if (*exists && (stat(*dest, &at) || at.st_dev != st->st_dev || at.st_ino != st->st_ino)) {
+    const bool there = stat(*dest, &at) == 0;
+    if (*exists != there || (*exists && (at.st_dev != st->st_dev || at.st_ino != st->st_ino))) {
         free(*dest);
         *dest = NULL;
         errno = TC_ENOTHERE;
@@ -267,22 +269,27 @@ int tc_path_identify(const char *path, tc_path_id *id)
         id->dev = st.st_dev;
         id->ino = st.st_ino;
     }
-    if (!(id->target = tc_follow_links(path))) return -1;
-    const char *slash = strrchr(id->target, '/');
-    id->name = slash ? slash + 1 : id->target;
-    char *dir = dir_of(id->target);
+    id->target = tc_follow_links(path);
+    char *dir = id->target ? dir_of(id->target) : NULL;
     const int rc = dir ? stat(dir, &st) : -1;
     free(dir);
-    if (rc) return -1;
+    if (rc) /* an existing file is still known by its inode (say, in a deleted directory) */
+        return id->exists ? 0 : -1;
+    const char *slash = strrchr(id->target, '/');
+    id->name = slash ? slash + 1 : id->target;
     id->dir_dev = st.st_dev;
     id->dir_ino = st.st_ino;
     return 0;
 }
 
+bool tc_path_same_entry(const tc_path_id *a, const tc_path_id *b)
+{
+    return a->name && b->name && a->dir_dev == b->dir_dev && a->dir_ino == b->dir_ino && !strcmp(a->name, b->name);
+}
+
 bool tc_path_same(const tc_path_id *a, const tc_path_id *b)
 {
-    return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) ||
-           (a->dir_dev == b->dir_dev && a->dir_ino == b->dir_ino && !strcmp(a->name, b->name));
+    return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) || tc_path_same_entry(a, b);
 }
 
 int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_kind kind, FILE *err)
@@ -290,6 +297,12 @@ int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_
     char *dest;
     struct stat st;
     bool exists;
+    if (kind == TC_OUT_DIRECT && stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* opened through its own path, where the kernel finds it: no name is made beside it */
+        if (access(out, W_OK) == 0) return 0;
+        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, strerror(errno));
+        return -1;
+    }
     if (resolve_output(out, &dest, &st, &exists)) {
         fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out,
                 errno == EISDIR ? "it is a directory" : tc_out_strerror(errno));
@@ -326,7 +339,7 @@ int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_
             fprintf(err, "%s: cannot write %s %s: its name is %zu bytes; the temporary file beside it "
                          "needs %zu more, and names in %s are at most %ld bytes\n",
                     prog, flag, out, strlen(name), extra, dir, name_max);
-    } else if (path_max > 0 && strlen(dest) + extra >= (size_t)path_max) {
+    } else if (kind != TC_OUT_DIRECT && path_max > 0 && strlen(dest) + extra >= (size_t)path_max) {
         fprintf(err, "%s: cannot write %s %s: the path %s%s is %zu bytes, and paths are shorter than "
                      "%ld bytes\n", prog, flag, out, dest, extra ? " with its temporary suffix" : "",
                 strlen(dest) + extra, path_max);

@@ -160,13 +160,13 @@ static int save_outputs(const ft_model *m, const char *const *paths, int n)
     return rc;
 }
 
-/* Whether a and b (links followed) are one file, said on stderr: the second write would
- * replace the first. */
+/* Whether a and b, links followed, are one directory entry, said on stderr: the second
+ * rename would replace the first file (hard links are two entries: each gets its own). */
 static bool same_file(const char *a, const char *b)
 {
     tc_path_id ia = {0}, ib = {0};
     const bool known = !tc_path_identify(a, &ia) && !tc_path_identify(b, &ib);
-    const bool same = known && tc_path_same(&ia, &ib);
+    const bool same = known && tc_path_same_entry(&ia, &ib);
     if (!known) fprintf(stderr, "sgrad-fasttext: cannot examine %s and %s: %s\n", a, b, strerror(errno));
     else if (same) fprintf(stderr, "sgrad-fasttext: cannot write -output: %s and %s are the same file\n", a, b);
     free(ia.target);
