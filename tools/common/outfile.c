@@ -340,9 +340,8 @@ int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_
                          "needs %zu more, and names in %s are at most %ld bytes\n",
                     prog, flag, out, strlen(name), extra, dir, name_max);
     } else if (kind != TC_OUT_DIRECT && path_max > 0 && strlen(dest) + extra >= (size_t)path_max) {
-        fprintf(err, "%s: cannot write %s %s: the path %s%s is %zu bytes, and paths are shorter than "
-                     "%ld bytes\n", prog, flag, out, dest, extra ? " with its temporary suffix" : "",
-                strlen(dest) + extra, path_max);
+        fprintf(err, "%s: cannot write %s %s: the path %s with its temporary suffix is %zu bytes, and "
+                     "paths are shorter than %ld bytes\n", prog, flag, out, dest, strlen(dest) + extra, path_max);
     } else {
         rc = 0;
     }
