@@ -8,7 +8,8 @@
 # replaces a link's target and keeps its permission bits; /dev/stdout and /dev/stdin
 # redirected to files work whatever their paths' lengths, and into a pipe /dev/stdout is
 # refused before training; sgrad-w2v's same-file check matches a link to an output not yet
-# written, and sgrad-fasttext refuses MODEL.bin and MODEL.vec that are one file; a FIFO
+# written, and sgrad-fasttext refuses MODEL.bin and MODEL.vec that are one file or its
+# -input; a FIFO
 # behind a chain of links the kernel gives up on is refused and kept, and a log is
 # written through its own path. Skips (exit 77) without the programs.
 # usage: tests/test_output_links.sh BUILD_DIR
@@ -134,6 +135,12 @@ ln -s shared.txt twice.bin
 ln -s shared.txt twice.vec
 refused 1 "$ft" "are the same file" skipgram -input c.txt -output twice $ftsmall
 [ -e shared.txt ] && { echo "FAIL: a refused run wrote shared.txt"; fail=1; }
+# nor the corpus (it would be replaced by the model or the vectors)
+cp c.txt in.vec
+cp c.txt in.bin
+refused 1 "$ft" "-input in.vec and -output's in.vec are the same file" skipgram -input in.vec -output in $ftsmall
+refused 1 "$ft" "-input in.bin and -output's ./in.bin are the same file" supervised -input in.bin -output ./in -dim 4 -epoch 1 -verbose 2
+cmp -s c.txt in.vec && cmp -s c.txt in.bin || { echo "FAIL: a corpus named as an output was changed"; fail=1; }
 
 # ---- a link to an output not yet written is that output
 ln -s new.vec dangling.vec

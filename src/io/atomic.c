@@ -134,6 +134,12 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
      * rename would miss it (a /proc link to a deleted file reads "PATH (deleted)") */
     struct stat at;
     const bool there = stat(o->path, &at) == 0;
+    if (!there && errno != ENOENT) { /* say, ENAMETOOLONG: the joined links pass PATH_MAX */
+        int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s, a link to %s: %s", path, o->path, strerror(errno));
+        release(o);
+        o->ctx = NULL;
+        return rc;
+    }
     if (exists != there || (exists && (at.st_dev != st.st_dev || at.st_ino != st.st_ino))) {
         int rc = sg__failc(ctx, SG_ERR_IO, "cannot write %s: the file it names is not at %s, where it "
                                            "would be replaced", path, o->path);

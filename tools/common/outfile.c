@@ -91,6 +91,13 @@ static int resolve_output(const char *path, char **dest, struct stat *st, bool *
     if (!(*dest = tc_follow_links(path))) return -1;
     struct stat at;
     const bool there = stat(*dest, &at) == 0;
+    if (!there && errno != ENOENT) { /* say, ENAMETOOLONG: the joined links pass PATH_MAX */
+        const int e = errno;
+        free(*dest);
+        *dest = NULL;
+        errno = e;
+        return -1;
+    }
     if (*exists != there || (*exists && (at.st_dev != st->st_dev || at.st_ino != st->st_ino))) {
         free(*dest);
         *dest = NULL;

@@ -160,15 +160,17 @@ static int save_outputs(const ft_model *m, const char *const *paths, int n)
     return rc;
 }
 
-/* Whether a and b, links followed, are one directory entry, said on stderr: the second
- * rename would replace the first file (hard links are two entries: each gets its own). */
-static bool same_file(const char *a, const char *b)
+/* Whether writing b would destroy a, said on stderr: b, links followed, is a's directory
+ * entry (its rename replaces a), or with by_inode a's file by another name. Two outputs
+ * are compared by entry only: hard links are two entries, each replaced by its own
+ * rename; an input is also kept from being an output under another name. */
+static bool clash(const char *flag_a, const char *a, const char *b, bool by_inode)
 {
     tc_path_id ia = {0}, ib = {0};
     const bool known = !tc_path_identify(a, &ia) && !tc_path_identify(b, &ib);
-    const bool same = known && tc_path_same_entry(&ia, &ib);
+    const bool same = known && (by_inode ? tc_path_same(&ia, &ib) : tc_path_same_entry(&ia, &ib));
     if (!known) fprintf(stderr, "sgrad-fasttext: cannot examine %s and %s: %s\n", a, b, strerror(errno));
-    else if (same) fprintf(stderr, "sgrad-fasttext: cannot write -output: %s and %s are the same file\n", a, b);
+    else if (same) fprintf(stderr, "sgrad-fasttext: %s %s and -output's %s are the same file\n", flag_a, a, b);
     free(ia.target);
     free(ib.target);
     return !known || same;
@@ -206,7 +208,9 @@ static int cmd_train(ft_kind kind, int argc, char **argv)
         /* both files are checked before training: a run that cannot save does not start */
         rc = tc_check_output("sgrad-fasttext", "-output", path, TC_OUT_STAGED, stderr);
         if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, TC_OUT_STAGED, stderr);
-        if (!rc && kind != FT_SUPERVISED && same_file(path, vec)) rc = -1;
+        if (!rc && clash("-input", c.input, path, true)) rc = -1;
+        if (!rc && kind != FT_SUPERVISED && (clash("-input", c.input, vec, true) || clash("-output's", path, vec, false)))
+            rc = -1;
     }
     ft_model m;
     ft_train_result r;
