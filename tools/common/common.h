@@ -304,8 +304,9 @@ typedef enum {
 } tc_out_kind;
 /* path's target (symlinks followed, as the writers follow them) is not a directory or
  * other non-regular file, its directory exists and is writable, and the temporary names
- * kind makes beside it fit the directory's NAME_MAX. 0, or -1 with a message
- * "prog: cannot write flag path: why" printed to err. */
+ * kind makes beside it fit the directory's NAME_MAX and PATH_MAX (a TC_OUT_DIRECT file,
+ * opened through path itself, needs only to be writable once it exists). 0, or -1 with a
+ * message "prog: cannot write flag path: why" printed to err. */
 int tc_check_output(const char *prog, const char *flag, const char *path, tc_out_kind kind, FILE *err);
 
 /* ---- batched steps (cli.c): a batch ends once a table row occurs in it
