@@ -11,6 +11,10 @@
 import json
 import struct
 import sys
+import os
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "checkpoint"))
+from read_safetensors import fnv1a64  # noqa: E402  (the checksum the C loader checks)
 
 src, dst, case = sys.argv[1:4]
 blob = open(src, "rb").read()
@@ -45,11 +49,6 @@ for k in order:
     dtype, shape, raw = tensors[k]
     new_header[k] = {"dtype": dtype, "shape": shape, "data_offsets": [len(out), len(out) + len(raw)]}
     out += raw
-def fnv1a64(b):
-    h = 0xCBF29CE484222325
-    for byte in b:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 # the checksum: format 1 hashes the data section; format 2 the whole file, its own 16
 # digits read as "0"
 zeros = "fnv1a64:" + "0" * 16
@@ -57,5 +56,5 @@ meta["sgrad.checksum"] = zeros
 text = json.dumps(dict([("__metadata__", meta)] + list(new_header.items())), separators=(",", ":")).encode()
 text += b" " * ((8 - (8 + len(text)) % 8) % 8)
 body = struct.pack("<Q", len(text)) + text + out
-h = fnv1a64(out if meta.get("sgrad.format") == "1" else body)
+h = fnv1a64([out if meta.get("sgrad.format") == "1" else body])
 open(dst, "wb").write(body.replace(zeros.encode(), b"fnv1a64:%016x" % h, 1))

@@ -26,7 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 fail=0
 awk 'BEGIN { for (s = 1; s <= 300; s++) { for (i = 1; i <= 10; i++) printf "w%d ", (s * 7 + i * 13) % 50; print "" } }' >c.txt
-small="-size 8 -iter 1 -min-count 1 -threads 1 -debug 0"
+small="-size 8 -iter 1 -min-count 1 -threads 1" # -debug 1: "epochs" once it trains
 ftsmall="-dim 4 -epoch 1 -minCount 1 -minn 0 -maxn 0 -thread 1 -verbose 2" # 2: "Read N words" once it trains
 name_max=$(getconf NAME_MAX .)
 
@@ -122,6 +122,8 @@ exec 3>gone.log
 rm gone.log
 "$w2v" -train c.txt -output o5.vec -log /proc/self/fd/3 $small 2>err.txt ||
     { echo "FAIL: -log through a /proc link to a deleted file:"; cat err.txt; fail=1; }
+[ -s /proc/$$/fd/3 ] || { echo "FAIL: nothing was logged into the deleted file"; fail=1; }
+ls | grep "tmp-" >/dev/null && { echo "FAIL: a temporary file was made for the log:"; ls; fail=1; }
 exec 3>&-
 
 # ---- sgrad-fasttext: MODEL.bin and MODEL.vec may not be one file (two links to one

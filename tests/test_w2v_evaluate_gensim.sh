@@ -81,8 +81,9 @@ with open(tmp + "/q.txt", "w") as f:
 EOF
 
 check() { # restrict
-    "$w2v" -evaluate "$tmp/v.txt" -questions "$tmp/q.txt" -restrict "$1" >"$tmp/ours.txt" 2>"$tmp/err.txt"
     local rc=0
+    "$w2v" -evaluate "$tmp/v.txt" -questions "$tmp/q.txt" -restrict "$1" >"$tmp/ours.txt" 2>"$tmp/err.txt" ||
+        { echo "FAIL: -evaluate -restrict $1 exited $?:"; cat "$tmp/err.txt"; rc=1; }
     grep -q "skipped 20 lines that are not 4 words (the first: line 7)" "$tmp/err.txt" || {
         echo "FAIL: stderr does not report the 20 skipped lines:"; cat "$tmp/err.txt"; rc=1; }
     "$py" - "$tmp" "$1" <<'EOF' || rc=1

@@ -40,6 +40,8 @@ static inline uint32_t tc_rng_below(tc_rng *r, uint32_t n)
 }
 
 /* ---- corpus reader: whitespace-separated words; a newline ends a sentence */
+/* What separates words besides the newline: space, every other control byte, DEL. */
+static inline bool tc_is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }
 typedef struct {
     FILE *f;
     unsigned char *buf;

@@ -69,7 +69,8 @@ char *tc_follow_links(const char *path)
 
 const char *tc_out_strerror(int err)
 {
-    return err == TC_ENOTREG    ? "not a regular file"
+    return err == EISDIR        ? "it is a directory"
+           : err == TC_ENOTREG  ? "not a regular file"
            : err == TC_ENOTHERE ? "its links do not lead to the file it names, so it cannot be replaced"
                                 : strerror(err);
 }
@@ -311,8 +312,7 @@ int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_
         return -1;
     }
     if (resolve_output(out, &dest, &st, &exists)) {
-        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out,
-                errno == EISDIR ? "it is a directory" : tc_out_strerror(errno));
+        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, tc_out_strerror(errno));
         return -1;
     }
     /* the directory the links lead to is checked: the writers write there */

@@ -74,7 +74,6 @@ static int reader_getc(tc_reader *r)
 
 /* Space and every control byte but the newline (NUL, tab, CR, DEL, ...): none can be part
  * of a word, so no word is empty or holds a byte the vectors file cannot. */
-static bool is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }
 
 /* Where to cut word[0..n) when next, its first dropped byte, continues a UTF-8 character
  * begun in the kept bytes: before that character's lead byte, so a valid UTF-8 corpus gives
@@ -95,12 +94,12 @@ tc_tok tc_reader_next(tc_reader *r, char *word)
 {
     int c;
     do c = reader_getc(r);
-    while (is_blank(c));
+    while (tc_is_blank(c));
     if (c == EOF) return TC_TOK_EOF;
     if (c == '\n') return TC_TOK_EOL;
     size_t n = 0;
     bool cut = false;
-    while (c != EOF && c != '\n' && !is_blank(c)) {
+    while (c != EOF && c != '\n' && !tc_is_blank(c)) {
         if (!cut && n < TC_MAX_WORD - 1) {
             word[n++] = (char)c;
         } else if (!cut) {
@@ -527,7 +526,7 @@ int tc_vocab_read(tc_vocab *v, const char *path, char *why, size_t why_len)
         if (w == 0) bad = "empty word";
         else if (w >= TC_MAX_WORD) bad = "word longer than the corpus reader's words";
         for (size_t k = 0; !bad && k < w; k++)
-            if (is_blank((unsigned char)line[k])) bad = "a control byte in the word";
+            if (tc_is_blank((unsigned char)line[k])) bad = "a control byte in the word";
         if (bad) break;
         line[w] = '\0';
         if (d == c || d != (size_t)len) bad = "bad count (not a decimal integer >= 0)";

@@ -336,9 +336,9 @@ static int read_token(char **tok, size_t *cap)
 {
     int c;
     do c = getchar();
-    while (c != EOF && (c <= ' ' || c == 0x7f));
+    while (c == '\n' || tc_is_blank(c));
     size_t n = 0;
-    for (; c != EOF && c > ' ' && c != 0x7f; c = getchar()) {
+    for (; c != EOF && c != '\n' && !tc_is_blank(c); c = getchar()) {
         if (n + 1 >= *cap) {
             const size_t grown = *cap ? 2 * *cap : 128;
             char *t = realloc(*tok, grown);

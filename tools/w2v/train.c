@@ -549,19 +549,6 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
         fprintf(err, "sgrad-w2v: -output FILE is required for training (see -help)\n");
         return -1;
     }
-    const char *in_flags[2] = {"-resume", "-read-vocab"};
-    const char *in_paths[2] = {cfg->resume, cfg->read_vocab};
-    for (int i = 0; i < 2; i++) {
-        if (!in_paths[i]) continue;
-        const char *why = stat(in_paths[i], &st) != 0   ? strerror(errno)
-                          : !S_ISREG(st.st_mode)         ? "not a regular file"
-                          : access(in_paths[i], R_OK)    ? strerror(errno)
-                                                         : NULL;
-        if (why) {
-            fprintf(err, "sgrad-w2v: cannot read %s %s: %s\n", in_flags[i], in_paths[i], why);
-            return -1;
-        }
-    }
     /* the inputs first: an output naming one of them would destroy it */
     const char *flags[8] = {"-train", "-read-vocab", "-resume", "-output", "-save-context", "-checkpoint",
                             "-log", "-save-vocab"};
@@ -573,7 +560,16 @@ int w2v_check_paths(const w2v_config *cfg, FILE *err)
     for (int i = 0; i < 8 && !rc; i++) {
         if (!paths[i]) continue;
         rc = -1;
-        if (i >= FIRST_OUTPUT) {
+        if (i > 0 && i < FIRST_OUTPUT) { /* -read-vocab, -resume (-train is checked above) */
+            const char *why = stat(paths[i], &st) != 0  ? strerror(errno)
+                              : !S_ISREG(st.st_mode)    ? "not a regular file"
+                              : access(paths[i], R_OK)  ? strerror(errno)
+                                                        : NULL;
+            if (why) {
+                fprintf(err, "sgrad-w2v: cannot read %s %s: %s\n", flags[i], paths[i], why);
+                break;
+            }
+        } else if (i >= FIRST_OUTPUT) {
             if (!*paths[i]) {
                 fprintf(err, "sgrad-w2v: %s needs a file name\n", flags[i]);
                 break;
