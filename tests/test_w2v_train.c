@@ -329,6 +329,112 @@ TEST(replayed_epochs_train_as_read_ones)
         }
 }
 
+/* -replicas replay their shares of the counting pass's record: the vectors of reading
+ * the shares from the file, for 2 and 3 replicas on 1 and 2 threads. */
+TEST(replicas_replay_their_shares_of_the_record_as_read)
+{
+    enum { N = TOPICS * PER_TOPIC * 16 };
+    static float read[N], replayed[N];
+    for (int R = 2; R <= 3; R++)
+        for (int threads = 1; threads <= 2; threads++) {
+            w2v_config c = base_config();
+            c.replicas = R;
+            c.threads = threads;
+            double l0 = 0, l1 = 0;
+            c.token_cache = 0;
+            train_and_score(&c, &l0, read);
+            CHECK(last_result.epochs_replayed == 0);
+            c.token_cache = W2V_TOKEN_CACHE_MAX;
+            with_corpus_codes = true;
+            train_and_score(&c, &l1, replayed);
+            with_corpus_codes = false;
+            CHECK(last_result.epochs_replayed == c.iter);
+            CHECK(memcmp(read, replayed, sizeof read) == 0 && l0 == l1);
+        }
+}
+
+/* The reader's tokens of bytes [begin, end) of path as codes (v's ids, TC_CODE_OOV,
+ * TC_CODE_EOL) into out (at most cap); how many. */
+static int64_t read_share(const char *path, const tc_vocab *v, int64_t begin, int64_t end, int32_t *out,
+                          int64_t cap)
+{
+    tc_reader rd;
+    CHECK(tc_reader_open(&rd, path) == 0);
+    CHECK(tc_reader_seek(&rd, begin) == 0);
+    char word[TC_MAX_WORD];
+    int64_t n = 0;
+    tc_tok k;
+    while (tc_reader_offset(&rd) < end && (k = tc_reader_next(&rd, word)) != TC_TOK_EOF && n < cap)
+        out[n++] = k == TC_TOK_EOL ? TC_CODE_EOL : (int32_t)tc_vocab_find(v, word);
+    tc_reader_close(&rd);
+    return n;
+}
+
+/* Each replica's part of the record (found by counting newlines) holds the tokens the
+ * reader gives for its share's bytes: blank and empty lines, a line longer than the
+ * reader's words, a last line without a newline, more replicas than lines and than bytes;
+ * and a file changed after the count is refused (ESTALE). */
+TEST(share_records_hold_what_the_reader_gives_for_each_share)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sgrad_test_w2v_shares_%d.txt", (int)getpid());
+    static const char *texts[] = {
+        "a b c\nd e\n\n  \t\nf g h i\r\nj\n",
+        "one line without a newline",
+        "x\ny\nz",
+        "\n\n\n",
+        "w\n",
+    };
+    char *long_text = malloc(3 * TC_MAX_WORD + 64);
+    CHECK(long_text != NULL);
+    if (!long_text) return;
+    int n = snprintf(long_text, 64, "p q\n");
+    for (int i = 0; i < 2 * TC_MAX_WORD; i++) long_text[n++] = 'l';
+    strcpy(long_text + n, " r\ns t\nu\n");
+    for (int ti = 0; ti < 6; ti++) {
+        const char *text = ti < 5 ? texts[ti] : long_text;
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        if (!f) break;
+        fputs(text, f);
+        fclose(f);
+        tc_vocab v;
+        tc_vocab_init(&v);
+        tc_codes all = {0};
+        tc_codes_start(&all, 1 << 20);
+        CHECK(tc_vocab_count_file_codes(&v, path, &all) == 0);
+        CHECK(tc_vocab_finalize_codes(&v, 1, &all) == 0);
+        CHECK(all.code != NULL);
+        for (int R = 1; R <= 40; R += R < 4 ? 1 : 9) {
+            tc_codes share[40];
+            CHECK(w2v_share_records(path, &all, v.corpus_bytes, R, share) == 0);
+            int64_t total = 0;
+            for (int r = 0; r < R; r++) {
+                int64_t begin, end;
+                CHECK(corpus_share(path, r, R, &begin, &end) == 0);
+                int32_t got[512];
+                const int64_t m = read_share(path, &v, begin, end, got, 512);
+                CHECK(share[r].n == m);
+                CHECK(m == 0 || memcmp(share[r].code, got, (size_t)m * sizeof *got) == 0);
+                CHECK(share[r].code == all.code + total); /* in order, one after the other */
+                total += share[r].n;
+            }
+            CHECK(total == all.n);
+        }
+        /* a newline more, or a byte more: the file no longer matches the record */
+        f = fopen(path, "ab");
+        fputs(ti % 2 ? "\n" : " ", f);
+        fclose(f);
+        tc_codes share[2];
+        errno = 0;
+        CHECK(w2v_share_records(path, &all, v.corpus_bytes, 2, share) == -1 && errno == ESTALE);
+        tc_codes_free(&all);
+        tc_vocab_free(&v);
+    }
+    free(long_text);
+    remove(path);
+}
+
 /* Runs one picker period of W2V_PICK_PERIOD steps, each of 100 examples taking all_secs
  * on all threads or one_secs on one, plus switch_secs for a step whose mode differs from
  * the step before's (*last: that mode, kept across periods); returns how many of its

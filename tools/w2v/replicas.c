@@ -286,6 +286,15 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
         free(tid);
         return -1;
     }
+    /* each replica replays its part of the vocabulary pass's record; without one, or when
+     * the corpus no longer matches it, each reads its share (recording its first epoch) */
+    tc_codes *share = NULL;
+    if (cfg->corpus_codes && cfg->corpus_codes->code && w2v_replays_corpus(cfg) &&
+        (!(share = calloc((size_t)R, sizeof *share)) ||
+         w2v_share_records(cfg->train, cfg->corpus_codes, v->corpus_bytes, R, share))) {
+        free(share);
+        share = NULL;
+    }
     int started = 0, rc = 0;
     for (int r = 0; r < R; r++) {
         rep_thread *t = &th[r];
@@ -295,6 +304,7 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
         t->cfg = *cfg;
         t->cfg.threads = 1;
         t->cfg.par = &t->par;
+        t->cfg.corpus_codes = share ? &share[r] : NULL;
         t->log = r == 0 ? log : NULL;
         if (r > 0) t->cfg.log = NULL; /* replica 0 writes the progress log */
         t->par.rank = r;
@@ -330,5 +340,6 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
     pthread_mutex_destroy(&s.mu);
     rep_free(th, &s, R);
     free(tid);
+    free(share);
     return rc;
 }

@@ -84,7 +84,9 @@ void w2v_config_default(w2v_config *c)
 
 bool w2v_replays_corpus(const w2v_config *cfg)
 {
-    return !cfg->par && cfg->replicas <= 1 && !cfg->checkpoint && !cfg->resume && !cfg->read_vocab;
+    /* mpirun's ranks (par without replicas) record their own share's first epoch: the
+     * whole corpus's record would take every rank's memory */
+    return (!cfg->par || cfg->replicas > 1) && !cfg->checkpoint && !cfg->resume && !cfg->read_vocab;
 }
 
 void w2v_model_free(w2v_model *m)
@@ -105,13 +107,13 @@ typedef struct {
     bool prefetch_draws;
     tc_rng rng;
     tc_reader rd;
-    int64_t share_end; /* > 0: the epoch ends at this offset (cfg->par's share); 0: at EOF */
+    int64_t share_end; /* with cfg->par, the epoch ends at this offset (its share's end) */
     bool epoch_done;
     int64_t tokens; /* corpus tokens read, all epochs */
     /* The share as token codes (tc_codes: a word's id, TC_CODE_OOV or TC_CODE_EOL) that
      * the epochs replay instead of reading the corpus: the same tokens in the same order,
-     * so the same draws. Either the vocabulary pass's record of the whole corpus
-     * (cfg->corpus_codes, every epoch), or `rec`, this trainer's record of its first
+     * so the same draws. Either the vocabulary pass's record of the share (cfg->corpus_codes,
+     * every epoch), or `rec`, this trainer's record of its first
      * epoch, for the later ones. rec.code NULL: not kept (checkpoints need the reader's
      * byte offsets, or the share had more than cfg->token_cache tokens). */
     tc_codes rec;
@@ -186,7 +188,7 @@ static bool next_token(w2v_trainer *t, int32_t *code)
         return true;
     }
     char word[TC_MAX_WORD];
-    tc_tok k = t->share_end > 0 && tc_reader_offset(&t->rd) >= t->share_end ? TC_TOK_EOF
+    tc_tok k = t->cfg->par && tc_reader_offset(&t->rd) >= t->share_end ? TC_TOK_EOF
                                                                              : tc_reader_next(&t->rd, word);
     if (k == TC_TOK_EOF) {
         if (t->rec.code) t->replay = &t->rec;
@@ -694,6 +696,59 @@ static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, i
     return 0;
 }
 
+int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int ranks, tc_codes *share)
+{
+    enum { CHUNK = 1 << 16 };
+    int64_t *begin = malloc((size_t)(ranks + 1) * sizeof *begin), *at = malloc((size_t)(ranks + 1) * sizeof *at);
+    char *buf = malloc(CHUNK);
+    int rc = -1;
+    FILE *f = NULL;
+    if (!begin || !at || !buf) {
+        errno = ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < ranks; r++)
+        if (corpus_share(path, r, ranks, &begin[r], &begin[r + 1])) goto out;
+    /* newlines before each share's start, in one pass (the starts ascend) */
+    if (!(f = fopen(path, "rb"))) goto out;
+    int64_t offset = 0, lines = 0;
+    int r = 0;
+    for (;;) {
+        const size_t n = fread(buf, 1, CHUNK, f);
+        for (size_t i = 0; i <= n; i++) {
+            while (r <= ranks && begin[r] == offset + (int64_t)i) at[r++] = lines;
+            if (i < n && buf[i] == '\n') lines++;
+        }
+        offset += (int64_t)n;
+        if (n < CHUNK) break;
+    }
+    if (ferror(f)) {
+        errno = EIO;
+        goto out;
+    }
+    /* a file that changed since the record was made: its size or newlines differ */
+    int64_t eols = 0;
+    for (int64_t i = 0; i < all->n; i++) eols += all->code[i] == TC_CODE_EOL;
+    if (offset != bytes || begin[ranks] != bytes || r != ranks + 1 || eols != lines) {
+        errno = ESTALE;
+        goto out;
+    }
+    /* share r's codes start after the at[r]-th newline mark (a share starts a line) */
+    int64_t i = 0, seen = 0;
+    for (r = 0; r <= ranks; r++) {
+        while (seen < at[r]) seen += all->code[i++] == TC_CODE_EOL;
+        at[r] = begin[r] == bytes ? all->n : i; /* the last line may have no newline */
+    }
+    for (r = 0; r < ranks; r++) share[r] = (tc_codes){.code = all->code + at[r], .n = at[r + 1] - at[r]};
+    rc = 0;
+out:
+    if (f) fclose(f);
+    free(begin);
+    free(at);
+    free(buf);
+    return rc;
+}
+
 /* The coarsest hot level (0: none) whose period keeps a row changed `per_step` times a
  * step below `bound` changes between merges; at most `finest`. */
 static int hot_level(int64_t sync_steps, int finest, double per_step, double bound)
@@ -970,8 +1025,8 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     }
     const bool mid_epoch = at.offset > 0; /* an epoch's start has read nothing of it */
     /* records to replay (checkpoints record the reader's byte offset, which a replay has
-     * not got): the vocabulary pass's, of the whole corpus, for a trainer of the whole
-     * corpus; else the first epoch's tokens, for the later ones */
+     * not got): the vocabulary pass's, of this trainer's share (the whole corpus, or a
+     * replica's part of it); else the first epoch's tokens, for the later ones */
     if (cfg->corpus_codes && cfg->corpus_codes->code && w2v_replays_corpus(cfg))
         t.replay = cfg->corpus_codes;
     else if (!cfg->checkpoint && !cfg->resume && cfg->token_cache > 0 && cfg->iter > 1)

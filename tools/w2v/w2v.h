@@ -118,9 +118,10 @@ typedef struct {
                                  first epoch's, replayed instead of reading the file (train.c;
                                  W2V_TOKEN_CACHE_MAX by default, 0 none; none with
                                  checkpoints) */
-    const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (main.c),
-                                 which every epoch replays when w2v_replays_corpus; NULL:
-                                 read the corpus */
+    const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (main.c;
+                                 under -replicas, w2v_replicas_train gives each replica its
+                                 share's part, w2v_share_records), which every epoch replays
+                                 when w2v_replays_corpus; NULL: read the corpus */
     int64_t prefetch_min;     /* the drawing prefetches its lookups by word once the noise
                                  table has more bytes than this (TC_NOISE_PREFETCH_MIN;
                                  tests set 0 to run that path on a small corpus) */
@@ -129,10 +130,17 @@ typedef struct {
  * "pick by mode"). */
 void w2v_config_default(w2v_config *c);
 /* Whether a run of cfg replays the vocabulary pass's record of the corpus (corpus_codes)
- * in every epoch: one model on the whole corpus (no -replicas, not under mpirun), no
+ * in every epoch: one model, or -replicas (each its share's part), not under mpirun; no
  * -checkpoint/-resume (a position is the reader's byte offset), no -read-vocab (that pass
  * counts no words). */
 bool w2v_replays_corpus(const w2v_config *cfg);
+/* The shares of `ranks` replicas (w2v_parallel's lines) in `all`, the vocabulary pass's
+ * record of the corpus at path (`bytes` long): share[r] views replica r's codes in all
+ * (owning nothing). A share starts a line and every newline is one TC_CODE_EOL, so it
+ * starts after as many marks as the corpus has newlines before its first byte, counted in
+ * one pass over the file. 0, or -1 with errno set (ESTALE: the file's size or newlines no
+ * longer match the record). */
+int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int ranks, tc_codes *share);
 
 typedef struct {
     double seconds;        /* training wall time (after the vocabulary is built) */
