@@ -372,7 +372,8 @@ static int64_t read_share(const char *path, const tc_vocab *v, int64_t begin, in
 
 /* Each replica's part of the record (found by counting newlines) holds the tokens the
  * reader gives for its share's bytes: blank and empty lines, a line longer than the
- * reader's words, a last line without a newline, more replicas than lines and than bytes;
+ * reader's words, a last line without a newline, more replicas than lines and than bytes,
+ * a file of exactly two of the count's reads;
  * and a file changed after the count is refused (ESTALE). */
 TEST(share_records_hold_what_the_reader_gives_for_each_share)
 {
@@ -386,13 +387,19 @@ TEST(share_records_hold_what_the_reader_gives_for_each_share)
         "w\n",
     };
     char *long_text = malloc(3 * TC_MAX_WORD + 64);
-    CHECK(long_text != NULL);
-    if (!long_text) return;
+    /* 128 KiB exactly, a multiple of the newline count's 64 KiB reads */
+    enum { BLOCKS = 2 << 16 };
+    char *block_text = malloc(BLOCKS + 1);
+    int32_t *got = malloc(BLOCKS * sizeof *got);
+    CHECK(long_text && block_text && got);
+    if (!long_text || !block_text || !got) return;
     int n = snprintf(long_text, 64, "p q\n");
     for (int i = 0; i < 2 * TC_MAX_WORD; i++) long_text[n++] = 'l';
     strcpy(long_text + n, " r\ns t\nu\n");
-    for (int ti = 0; ti < 6; ti++) {
-        const char *text = ti < 5 ? texts[ti] : long_text;
+    for (int i = 0; i < BLOCKS; i++) block_text[i] = i % 7 == 6 || i == BLOCKS - 1 ? '\n' : i % 7 == 2 ? ' ' : 'a' + i % 3;
+    block_text[BLOCKS] = '\0';
+    for (int ti = 0; ti < 7; ti++) {
+        const char *text = ti < 5 ? texts[ti] : ti == 5 ? long_text : block_text;
         FILE *f = fopen(path, "wb");
         CHECK(f != NULL);
         if (!f) break;
@@ -412,8 +419,7 @@ TEST(share_records_hold_what_the_reader_gives_for_each_share)
             for (int r = 0; r < R; r++) {
                 int64_t begin, end;
                 CHECK(corpus_share(path, r, R, &begin, &end) == 0);
-                int32_t got[512];
-                const int64_t m = read_share(path, &v, begin, end, got, 512);
+                const int64_t m = read_share(path, &v, begin, end, got, BLOCKS);
                 CHECK(share[r].n == m);
                 CHECK(m == 0 || memcmp(share[r].code, got, (size_t)m * sizeof *got) == 0);
                 CHECK(share[r].code == all.code + total); /* in order, one after the other */
@@ -432,6 +438,8 @@ TEST(share_records_hold_what_the_reader_gives_for_each_share)
         tc_vocab_free(&v);
     }
     free(long_text);
+    free(block_text);
+    free(got);
     remove(path);
 }
 
