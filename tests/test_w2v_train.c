@@ -373,8 +373,8 @@ static int64_t read_share(const char *path, const tc_vocab *v, int64_t begin, in
 /* Each replica's part of the record (found by counting newlines) holds the tokens the
  * reader gives for its share's bytes: blank and empty lines, a line longer than the
  * reader's words, a last line without a newline, more replicas than lines and than bytes,
- * a file of exactly two of the count's reads;
- * and a file changed after the count is refused (ESTALE). */
+ * a file of exactly two of the count's reads; and a file changed after the count (a byte in
+ * place, a byte or a newline more) is refused (ESTALE). */
 TEST(share_records_hold_what_the_reader_gives_for_each_share)
 {
     char path[128];
@@ -414,7 +414,7 @@ TEST(share_records_hold_what_the_reader_gives_for_each_share)
         CHECK(all.code != NULL);
         for (int R = 1; R <= 40; R += R < 4 ? 1 : 9) {
             tc_codes share[40];
-            CHECK(w2v_share_records(path, &all, v.corpus_bytes, R, share) == 0);
+            CHECK(w2v_share_records(path, &v, &all, R, share) == 0);
             int64_t total = 0;
             for (int r = 0; r < R; r++) {
                 int64_t begin, end;
@@ -427,13 +427,29 @@ TEST(share_records_hold_what_the_reader_gives_for_each_share)
             }
             CHECK(total == all.n);
         }
-        /* a newline more, or a byte more: the file no longer matches the record */
+        /* a byte changed in place (same size and newlines), then a newline more or a byte
+         * more: the file no longer matches the record */
+        const char *word = strpbrk(text, "abcdefghijklmnopqrstuvwxyz");
+        tc_codes share[2];
+        if (word) {
+            f = fopen(path, "r+b");
+            CHECK(f && fseek(f, word - text, SEEK_SET) == 0 && fputc('Z', f) == 'Z');
+            if (f) fclose(f);
+            errno = 0;
+            CHECK(w2v_share_records(path, &v, &all, 2, share) == -1 && errno == ESTALE);
+            f = fopen(path, "wb");
+            CHECK(f != NULL);
+            if (f) {
+                fputs(text, f);
+                fclose(f);
+            }
+            CHECK(w2v_share_records(path, &v, &all, 2, share) == 0); /* restored */
+        }
         f = fopen(path, "ab");
         fputs(ti % 2 ? "\n" : " ", f);
         fclose(f);
-        tc_codes share[2];
         errno = 0;
-        CHECK(w2v_share_records(path, &all, v.corpus_bytes, 2, share) == -1 && errno == ESTALE);
+        CHECK(w2v_share_records(path, &v, &all, 2, share) == -1 && errno == ESTALE);
         tc_codes_free(&all);
         tc_vocab_free(&v);
     }

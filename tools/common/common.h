@@ -39,6 +39,17 @@ static inline uint32_t tc_rng_below(tc_rng *r, uint32_t n)
     return (uint32_t)(((tc_rng_next(r) >> 32) * (uint64_t)n) >> 32);
 }
 
+/* FNV-1a 64: the corpus's hash (tc_vocab.corpus_hash), the vocabulary's word hash, and
+ * sgrad-w2v's checks that ranks and checkpoints agree. */
+#define TC_FNV_OFFSET 1469598103934665603ull
+static inline uint64_t tc_fnv1a_step(uint64_t h, unsigned char byte) { return (h ^ byte) * 1099511628211ull; }
+/* n bytes, continuing from h (TC_FNV_OFFSET to begin). */
+static inline uint64_t tc_fnv1a(uint64_t h, const void *bytes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = tc_fnv1a_step(h, ((const unsigned char *)bytes)[i]);
+    return h;
+}
+
 /* ---- corpus reader: whitespace-separated words; a newline ends a sentence */
 /* What separates words besides the newline: space, every other control byte, DEL. */
 static inline bool tc_is_blank(int c) { return c == ' ' || (c >= 0 && c < 0x20 && c != '\n') || c == 0x7f; }

@@ -18,8 +18,6 @@
 #include <string.h>
 
 #define TC_READ_BUF (1 << 20)
-#define FNV_OFFSET 1469598103934665603ull
-#define FNV_PRIME 1099511628211ull
 
 int tc_reader_open(tc_reader *r, const char *path)
 {
@@ -33,7 +31,7 @@ int tc_reader_open(tc_reader *r, const char *path)
         errno = ENOMEM;
         return -1;
     }
-    r->hash = FNV_OFFSET;
+    r->hash = TC_FNV_OFFSET;
     return 0;
 }
 
@@ -63,7 +61,7 @@ static int reader_getc(tc_reader *r)
         r->buf_start += (int64_t)r->len;
         r->len = fread(r->buf, 1, TC_READ_BUF, r->f);
         r->pos = 0;
-        for (size_t i = 0; r->hashing && i < r->len; i++) r->hash = (r->hash ^ r->buf[i]) * FNV_PRIME;
+        if (r->hashing) r->hash = tc_fnv1a(r->hash, r->buf, r->len);
         if (r->len == 0) {
             r->eof = true;
             return EOF;
@@ -117,8 +115,8 @@ tc_tok tc_reader_next(tc_reader *r, char *word)
 
 static uint64_t hash_str(const char *w)
 {
-    uint64_t h = FNV_OFFSET; /* FNV-1a */
-    for (; *w; w++) h = (h ^ (unsigned char)*w) * FNV_PRIME;
+    uint64_t h = TC_FNV_OFFSET;
+    for (; *w; w++) h = tc_fnv1a_step(h, (unsigned char)*w);
     return h;
 }
 

@@ -52,12 +52,12 @@ static void put(meta_list *l, const char *key, const char *fmt, ...)
 /* The FNV-1a 64 hash of the vocabulary: each word and its count, in order. */
 static uint64_t vocab_hash(const tc_vocab *v)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = TC_FNV_OFFSET;
     char count[24];
     for (int64_t i = 0; i < v->size; i++) {
-        snprintf(count, sizeof count, " %" PRId64 "\n", v->counts[i]);
-        for (const char *c = v->words[i]; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-        for (const char *c = count; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        const int n = snprintf(count, sizeof count, " %" PRId64 "\n", v->counts[i]);
+        h = tc_fnv1a(h, v->words[i], strlen(v->words[i]));
+        h = tc_fnv1a(h, count, (size_t)n);
     }
     return h;
 }

@@ -20,13 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a 64 of n bytes, continuing from h (FNV1A_START to begin). */
-#define FNV1A_START 1469598103934665603ull
-static uint64_t fnv1a(uint64_t h, const void *bytes, size_t n)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)bytes)[i]) * 1099511628211ull;
-    return h;
-}
 
 /* Floats per MPI call and per scratch buffer: MPI counts are int. */
 #define W2V_DIST_CHUNK ((int64_t)1 << 22)
@@ -185,10 +178,10 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     if (!d->base[0]) {
         /* the plan decides the merges' sizes: one computed otherwise (another libm) must
          * not mismatch messages */
-        uint64_t h = fnv1a(FNV1A_START, &p->hot_levels, sizeof p->hot_levels);
-        h = fnv1a(h, p->hot_in, sizeof p->hot_in);
-        h = fnv1a(h, p->hot_out, sizeof p->hot_out);
-        h = fnv1a(h, p->hot_node, sizeof p->hot_node);
+        uint64_t h = tc_fnv1a(TC_FNV_OFFSET, &p->hot_levels, sizeof p->hot_levels);
+        h = tc_fnv1a(h, p->hot_in, sizeof p->hot_in);
+        h = tc_fnv1a(h, p->hot_out, sizeof p->hot_out);
+        h = tc_fnv1a(h, p->hot_node, sizeof p->hot_node);
         if (w2v_dist_agree(p, true, h, "the plan of hot-row merges")) return -1;
         ok = record_base(d, m) == 0;
         if (RUN(q, "the first sync", MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
@@ -281,8 +274,8 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
         return -1;
     }
     if (timeout_s == 0) timeout_s = 300; /* as sgrad_dist's SG_DIST_TIMEOUT_DEFAULT */
-    uint64_t h = FNV1A_START; /* the arguments, each NUL-ended */
-    for (int i = 1; i < *argc; i++) h = fnv1a(h, (*argv)[i], strlen((*argv)[i]) + 1);
+    uint64_t h = TC_FNV_OFFSET; /* the arguments, each NUL-ended */
+    for (int i = 1; i < *argc; i++) h = tc_fnv1a(h, (*argv)[i], strlen((*argv)[i]) + 1);
     if (w2v_dist_agree(NULL, true, h, "the command line")) return -1;
     if (cfg->checkpoint || cfg->resume) {
         fprintf(stderr, "sgrad-w2v: -checkpoint and -resume are not supported under mpirun (%d ranks); "

@@ -295,8 +295,8 @@ static int w2v_main(int argc, char **argv)
                    !tc_vocab_finalize_codes(&v, cfg.min_count, &codes);
     t_vocab = tc_now() - t_vocab;
     if (codes.code) cfg.corpus_codes = &codes;
-    else if (codes.dropped) cfg.token_cache = 0; /* the corpus outgrew it (or no memory): the
-                                                    first epoch's own record would too */
+    else if (codes.dropped && cfg.replicas <= 1) cfg.token_cache = 0; /* the corpus outgrew
+        it (or no memory): the first epoch's own record would too; a replica's share may fit */
     if (!counted) fprintf(stderr, "sgrad-w2v: cannot read %s: %s\n", cfg.train, strerror(errno));
     /* the corpus (its bytes' hash), then the vocabulary (which -read-vocab may change) */
     if (!ranks_agree(counted, v.corpus_hash, "the corpus's content") ||

@@ -291,7 +291,7 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
     tc_codes *share = NULL;
     if (cfg->corpus_codes && cfg->corpus_codes->code && w2v_replays_corpus(cfg) &&
         (!(share = calloc((size_t)R, sizeof *share)) ||
-         w2v_share_records(cfg->train, cfg->corpus_codes, v->corpus_bytes, R, share))) {
+         w2v_share_records(cfg->train, v, cfg->corpus_codes, R, share))) {
         free(share);
         share = NULL;
     }

@@ -696,8 +696,9 @@ static int corpus_share(const char *path, int rank, int ranks, int64_t *begin, i
     return 0;
 }
 
-int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int ranks, tc_codes *share)
+int w2v_share_records(const char *path, const tc_vocab *v, const tc_codes *all, int ranks, tc_codes *share)
 {
+    const int64_t bytes = v->corpus_bytes;
     enum { CHUNK = 1 << 16 };
     int64_t *begin = malloc((size_t)(ranks + 1) * sizeof *begin), *at = malloc((size_t)(ranks + 1) * sizeof *at);
     char *buf = malloc(CHUNK);
@@ -709,9 +710,11 @@ int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int 
     }
     for (int r = 0; r < ranks; r++)
         if (corpus_share(path, r, ranks, &begin[r], &begin[r + 1])) goto out;
-    /* newlines before each share's start, in one pass (the starts ascend) */
+    /* newlines before each share's start, in one pass (the starts ascend), and the
+     * bytes' hash, which the counting pass took of the file it recorded */
     if (!(f = fopen(path, "rb"))) goto out;
     int64_t offset = 0, lines = 0;
+    uint64_t hash = TC_FNV_OFFSET;
     int r = 0;
     for (;;) {
         const size_t n = fread(buf, 1, CHUNK, f);
@@ -719,6 +722,7 @@ int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int 
             while (r <= ranks && begin[r] == offset + (int64_t)i) at[r++] = lines;
             if (i < n && buf[i] == '\n') lines++;
         }
+        hash = tc_fnv1a(hash, buf, n);
         offset += (int64_t)n;
         if (n < CHUNK) break;
     }
@@ -726,10 +730,10 @@ int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int 
         errno = EIO;
         goto out;
     }
-    /* a file that changed since the record was made: its size or newlines differ */
+    /* a file that changed since the record was made */
     int64_t eols = 0;
     for (int64_t i = 0; i < all->n; i++) eols += all->code[i] == TC_CODE_EOL;
-    if (offset != bytes || begin[ranks] != bytes || r != ranks + 1 || eols != lines) {
+    if (offset != bytes || hash != v->corpus_hash || begin[ranks] != bytes || r != ranks + 1 || eols != lines) {
         errno = ESTALE;
         goto out;
     }

@@ -135,12 +135,12 @@ void w2v_config_default(w2v_config *c);
  * counts no words). */
 bool w2v_replays_corpus(const w2v_config *cfg);
 /* The shares of `ranks` replicas (w2v_parallel's lines) in `all`, the vocabulary pass's
- * record of the corpus at path (`bytes` long): share[r] views replica r's codes in all
- * (owning nothing). A share starts a line and every newline is one TC_CODE_EOL, so it
- * starts after as many marks as the corpus has newlines before its first byte, counted in
- * one pass over the file. 0, or -1 with errno set (ESTALE: the file's size or newlines no
- * longer match the record). */
-int w2v_share_records(const char *path, const tc_codes *all, int64_t bytes, int ranks, tc_codes *share);
+ * record of the corpus at path (whose counting gave v): share[r] views replica r's codes
+ * in all (owning nothing). A share starts a line and every newline is one TC_CODE_EOL, so
+ * it starts after as many marks as the corpus has newlines before its first byte, counted
+ * in one pass over the file. 0, or -1 with errno set (ESTALE: the file's size, hash or
+ * newlines no longer match v and the record). */
+int w2v_share_records(const char *path, const tc_vocab *v, const tc_codes *all, int ranks, tc_codes *share);
 
 typedef struct {
     double seconds;        /* training wall time (after the vocabulary is built) */
