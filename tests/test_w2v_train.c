@@ -67,6 +67,9 @@ static int train_and_score(w2v_config *cfg, double *loss, float *vec)
     CHECK((cfg->replicas > 1 ? w2v_replicas_train(cfg, &v, NULL, cfg->threads, &res, &m)
                              : w2v_train(cfg, &v, NULL, &res, &m)) == 0);
     last_result = res;
+    /* every word of every epoch read once: by the one trainer, or by the replicas' shares
+     * together (their rate counts them all) */
+    CHECK(res.tokens == (int64_t)cfg->iter * v.total_tokens);
     if (m.ctx) {
         const int64_t V = v.size, D = cfg->size;
         CHECK(res.examples > 0);

@@ -364,9 +364,8 @@ static int w2v_main(int argc, char **argv)
     }
     char replicas[32] = "";
     if (cfg.replicas > 1) snprintf(replicas, sizeof replicas, ", %d replicas", cfg.replicas);
-    if (cfg.replicas > 1) { /* res: replica 0's own rate, on its one thread */
+    if (cfg.replicas > 1) { /* res's rate counts the threads the replicas ran on */
         if (threads > cfg.replicas) threads = cfg.replicas;
-        res.words_per_sec_thread *= (double)cfg.replicas / threads;
     } else {
         threads = sg_ctx_threads(m.ctx);
     }

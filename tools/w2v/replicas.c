@@ -332,6 +332,7 @@ int w2v_replicas_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, int 
     for (int r = 1; r < started; r++) w2v_model_free(&th[r].model);
     if (rc == 0) {
         *res = th[0].res;
+        for (int r = 1; r < R; r++) res->tokens += th[r].res.tokens;
         *mout = th[0].model;
     } else if (started > 0) {
         w2v_model_free(&th[0].model);

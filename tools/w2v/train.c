@@ -1267,13 +1267,18 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     sg_tape_reset(m.ctx);
     res->seconds = tc_now() - t0;
     res->final_loss = epoch_n ? epoch_loss / (double)epoch_n : NAN;
+    /* With ranks or replicas, every rank's words: the shares split each epoch's corpus, so
+     * all of them read `total` together (they never resume). This rank's own count times
+     * the ranks is off by as much as the shares' words differ (1% on Brown's 2 shares). */
+    res->tokens = t.tokens - tokens0;
+    const int64_t trained = par ? total : res->tokens;
     res->words_per_sec_thread =
-        (double)(t.tokens - tokens0) / (res->seconds > 0 ? res->seconds : 1e-9) / threads;
+        (double)trained / (res->seconds > 0 ? res->seconds : 1e-9) / (par ? all_threads : threads);
     if (log && t.tokens > tokens0)
-        tc_progress_update(&pr, t.tokens * ranks, total, alpha * 1e-4,
+        tc_progress_update(&pr, par ? total : t.tokens, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
     if (cfg->log && !jlog && log_start(cfg, &at, &jl, &jlog)) goto done;
-    tc_log_update(&jl, cfg->iter, t.tokens * ranks, total, res->steps, alpha * 1e-4, 0, 0, true);
+    tc_log_update(&jl, cfg->iter, par ? total : t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);
         set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);

@@ -144,7 +144,10 @@ int w2v_share_records(const char *path, const tc_vocab *v, const tc_codes *all, 
 
 typedef struct {
     double seconds;        /* training wall time (after the vocabulary is built) */
-    double words_per_sec_thread; /* corpus tokens * epochs / seconds / threads */
+    double words_per_sec_thread; /* corpus tokens * epochs / seconds / threads (with ranks
+                                    or replicas: all of theirs over all their threads) */
+    int64_t tokens;        /* corpus tokens this trainer read, all epochs (-replicas: the
+                              replicas' sum, each epoch the whole corpus's) */
     double final_loss;     /* mean loss per example over the last epoch */
     int64_t examples;      /* examples trained on, all epochs */
     int64_t steps;         /* sgrad steps (batches), all epochs */
