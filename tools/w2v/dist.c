@@ -201,8 +201,10 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
 
 /* w2v_parallel's merge_hot: the rows of hot level `level` (w2v.h), the same ring merge
  * as a sync's on parts of the tables. */
-static int merge_hot(w2v_parallel *p, const w2v_model *m, int level)
+static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
+    (void)active; /* gathering it would cost every hot merge a collective */
+    *any_active = true;
     w2v_dist *d = p->impl;
     sg_tensor *tables[3];
     for (int k = 0; k < table_count(m, tables); k++) {

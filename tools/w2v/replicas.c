@@ -81,10 +81,17 @@ static bool barrier(rep_shared *s, void (*last)(rep_shared *))
     return !s->failed;
 }
 
+static int64_t rep_merges_run, rep_full_merges_run; /* tests: merges so far, and full ones
+                                                       (the first included) */
+static bool rep_hot_report_active; /* tests: hot merges say some replica is active, as
+                                      dist.c's do, so the done replicas run every one */
+
 /* Run by the last replica to arrive at a merge: whether any is still active, and where
  * every replica's tables are. */
 static void gather(rep_shared *s)
 {
+    rep_merges_run++;
+    rep_full_merges_run += s->level == 0;
     s->any_active = false;
     for (int r = 0; r < s->replicas; r++) {
         s->any_active |= s->active[r];
@@ -154,12 +161,12 @@ static bool arrive(rep_thread *me, const w2v_model *m, int level, bool active, b
     s->active[me->r] = active;
     s->level = level;
     const bool ok = barrier(s, gather);
-    if (any_active) *any_active = s->any_active;
+    if (any_active) *any_active = s->any_active || (level > 0 && rep_hot_report_active);
     return ok;
 }
 
-/* The merge (collective over the replicas) of `level`'s rows; for a full one, `active`
- * and *any_active as w2v_parallel's sync. */
+/* The merge (collective over the replicas) of `level`'s rows; `active` and *any_active
+ * as w2v_parallel's sync. */
 static int rep_merge(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
     rep_thread *me = p->impl;
@@ -207,9 +214,9 @@ static int rep_sync(w2v_parallel *p, const w2v_model *m, bool active, bool *any_
     return me->s->base[0] ? rep_merge(p, m, 0, active, any_active) : rep_first(p, m, active, any_active);
 }
 
-static int rep_merge_hot(w2v_parallel *p, const w2v_model *m, int level)
+static int rep_merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
-    return rep_merge(p, m, level, true, NULL);
+    return rep_merge(p, m, level, active, any_active);
 }
 
 /* A replica's thread is done (rc: w2v_train's): its slot goes back, and a failure wakes

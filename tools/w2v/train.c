@@ -844,7 +844,7 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
 /* Merge `due` (merge_due's: 0 full, else a hot level); 0 or -1. */
 static int run_merge(w2v_parallel *par, const w2v_model *m, int due, bool active, bool *any_active)
 {
-    return due == 0 ? par->sync(par, m, active, any_active) : par->merge_hot(par, m, due);
+    return due == 0 ? par->sync(par, m, active, any_active) : par->merge_hot(par, m, due, active, any_active);
 }
 
 /* The merge due after the t-th step since the last full one (1 <= t <= sync_steps): 0 the
@@ -1238,9 +1238,13 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         tp = tc_now();
         while (par && any_active) { /* the merges the active ranks' steps make */
             since_sync = next_merge(par, since_sync);
-            const int due = merge_due(par, since_sync);
-            if (due == 0) since_sync = 0;
-            if (run_merge(par, &m, due, false, &any_active)) goto done;
+            int due = merge_due(par, since_sync);
+            if (due > 0 && run_merge(par, &m, due, false, &any_active)) goto done;
+            if (due > 0 && !any_active) due = 0; /* every share is done: on to the full merge */
+            if (due == 0) {
+                since_sync = 0;
+                if (run_merge(par, &m, 0, false, &any_active)) goto done;
+            }
         }
         res->t_sync += tc_now() - tp;
         if (cfg->debug > 1 && log)

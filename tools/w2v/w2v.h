@@ -56,7 +56,10 @@ typedef struct w2v_model w2v_model;
  * first hot_in[l] rows of the input table, the first hot_out[l] of the output table (both
  * ordered by count) and the last hot_node[l] inner nodes (the root's end); a level's rows
  * include every finer level's. train.c plans the levels from the counts
- * (plan_hot_merges), the same on every rank. */
+ * (plan_hot_merges), the same on every rank. merge_hot's `active` and *any_active are
+ * sync's; an implementation that does not gather them (dist.c) sets *any_active true. A
+ * rank whose share is done, told that none is active, goes straight to the full merge:
+ * no row changes before it, so the hot merges between would change nothing. */
 #define W2V_HOT_STEP_BOUND 0.8 /* measured on Brown: tools/w2v/README.md "Under mpirun" */
 #define W2V_MAX_HOT_LEVELS 16
 typedef struct w2v_parallel w2v_parallel;
@@ -66,7 +69,7 @@ struct w2v_parallel {
     int (*sync)(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active);
     int hot_levels;
     int64_t hot_in[W2V_MAX_HOT_LEVELS + 1], hot_out[W2V_MAX_HOT_LEVELS + 1], hot_node[W2V_MAX_HOT_LEVELS + 1];
-    int (*merge_hot)(w2v_parallel *p, const w2v_model *m, int level);
+    int (*merge_hot)(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active);
     /* Rows of in, out and hs that this rank's steps changed since they were last merged
      * (1), which the trainer marks as each step starts, or NULL: every row is merged
      * (dist.c). A row no rank changed equals the merges' base everywhere, so leaving it
