@@ -1279,10 +1279,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
     res->words_per_sec_thread =
         (double)trained / (res->seconds > 0 ? res->seconds : 1e-9) / (par ? all_threads : threads);
     if (log && t.tokens > tokens0)
-        tc_progress_update(&pr, par ? total : t.tokens, total, alpha * 1e-4,
+        tc_progress_update(&pr, t.tokens * ranks, total, alpha * 1e-4,
                             interval_n ? interval_loss / (double)interval_n : res->final_loss, true);
     if (cfg->log && !jlog && log_start(cfg, &at, &jl, &jlog)) goto done;
-    tc_log_update(&jl, cfg->iter, par ? total : t.tokens, total, res->steps, alpha * 1e-4, 0, 0, true);
+    tc_log_update(&jl, cfg->iter, t.tokens * ranks, total, res->steps, alpha * 1e-4, 0, 0, true);
     if (cfg->checkpoint) { /* the end: resuming from it trains no more */
         epoch_start_position(&t, cfg->iter, &saved);
         set_position_counters(&saved, res, start_loss, epoch_loss, epoch_n);
