@@ -3,9 +3,11 @@
 # accepted): a replica whose share is done goes straight to the next merge instead of
 # stepping through every step before it, so the run ends at once (it used to run for
 # ~2^40 empty steps). Above the run's step count the only full merges are the epochs'
-# ends, so -sync-every 2^40 and 10^6 must give the same file. With 3 replicas (hot rows
-# merged in between) the same: once every share is done they skip the hot merges left
-# (2^16 of them at 16 levels, 8-17 s before). Skips (exit 77) without the programs.
+# ends, so -sync-every 2^40 and 10^6 must give the same file. With 3 replicas the same
+# (hot rows planned; each share is shorter than the finest period, so none runs before the
+# shares end, and the done replicas skip the about 2^16 left, which took 8-17 s: the
+# timeout would not catch that, test_w2v_train's count of the merges does). Skips (exit
+# 77) without the programs.
 # usage: tests/test_w2v_sync_every_large.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build}

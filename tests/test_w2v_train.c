@@ -230,10 +230,11 @@ TEST(replicas_give_the_same_vectors_for_any_thread_count)
 }
 
 /* Once every replica's share of an epoch is done, a hot merge tells them so and they go
- * straight to the epoch's full merge: the hot merges left change no row, so the vectors
- * are those of running each of them (a period of 1024 steps, above each replica's steps,
- * leaves up to 1024 hot merges per epoch after the shares end; -sync-every up to
- * INT64_MAX leaves 2^16, which took 8-17 s before). */
+ * straight to the epoch's full merge, which merges every row the skipped hot merges would
+ * (each changed row once, with the same sums): the vectors are those of running each of
+ * them (a period of 1024 steps, above each replica's steps, leaves up to 1024 hot merges
+ * per epoch after the shares end; a -sync-every of 10^6 or more leaves about 2^16, which
+ * took 8-17 s before). */
 TEST(replicas_done_with_their_shares_skip_to_the_full_merge)
 {
     enum { N = TOPICS * PER_TOPIC * 16 };

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Floats per MPI call and per scratch buffer: MPI counts are int. */
 #define W2V_DIST_CHUNK ((int64_t)1 << 22)
 

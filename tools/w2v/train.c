@@ -1239,8 +1239,10 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         while (par && any_active) { /* the merges the active ranks' steps make */
             since_sync = next_merge(par, since_sync);
             int due = merge_due(par, since_sync);
-            if (due > 0 && run_merge(par, &m, due, false, &any_active)) goto done;
-            if (due > 0 && !any_active) due = 0; /* every share is done: on to the full merge */
+            if (due > 0) {
+                if (run_merge(par, &m, due, false, &any_active)) goto done;
+                if (!any_active) due = 0; /* every share is done: on to the full merge */
+            }
             if (due == 0) {
                 since_sync = 0;
                 if (run_merge(par, &m, 0, false, &any_active)) goto done;

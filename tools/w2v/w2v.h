@@ -59,7 +59,8 @@ typedef struct w2v_model w2v_model;
  * (plan_hot_merges), the same on every rank. merge_hot's `active` and *any_active are
  * sync's; an implementation that does not gather them (dist.c) sets *any_active true. A
  * rank whose share is done, told that none is active, goes straight to the full merge:
- * no row changes before it, so the hot merges between would change nothing. */
+ * no rank steps before it, and it merges every row a skipped hot merge would (each
+ * changed row once, with the same sums), so the tables are the same. */
 #define W2V_HOT_STEP_BOUND 0.8 /* measured on Brown: tools/w2v/README.md "Under mpirun" */
 #define W2V_MAX_HOT_LEVELS 16
 typedef struct w2v_parallel w2v_parallel;
@@ -149,8 +150,8 @@ typedef struct {
     double seconds;        /* training wall time (after the vocabulary is built) */
     double words_per_sec_thread; /* corpus tokens * epochs / seconds / threads (with ranks
                                     or replicas: all of theirs over all their threads) */
-    int64_t tokens;        /* corpus tokens this trainer read, all epochs (-replicas: the
-                              replicas' sum, each epoch the whole corpus's) */
+    int64_t tokens;        /* corpus tokens this process's trainer read since it started
+                              (or resumed); -replicas: the replicas' sum */
     double final_loss;     /* mean loss per example over the last epoch */
     int64_t examples;      /* examples trained on, all epochs */
     int64_t steps;         /* sgrad steps (batches), all epochs */
