@@ -122,6 +122,33 @@ for np in 3 4; do
     fi
 done
 
+# 3 ranks with -sync-every far above the run's steps: once every share of an epoch is
+# done, a hot merge says so and the ranks go to the epoch's full merge rather than running
+# the about 2^16 hot merges left (20 s on this tiny corpus before, oversubscribed). -debug
+# 2 counts rank 0's merges: at most one a step while the shares go on (none here: each
+# share is shorter than the finest period), one per epoch to learn that none does, the
+# epochs' full merges and the first. The file is the same for any -sync-every above the
+# steps.
+awk 'BEGIN { for (s = 1; s <= 600; s++) { for (i = 1; i <= 10; i++) printf "w%d ", (s * 7 + i * 13) % 60; print "" } }' >"$tmp/tiny.txt"
+for every in 1000000 1099511627776; do
+    timeout 120 "${mpi[@]}" -np 3 "$w2v" -train "$tmp/tiny.txt" -size 8 -iter 2 -min-count 1 -batch 64 -debug 2 \
+        -sync-every $every -output "$tmp/tiny$every.txt" >"$tmp/err.txt" 2>&1 || {
+        echo "test_w2v_mpi: 3 ranks with -sync-every $every failed:"
+        cat "$tmp/err.txt"
+        exit 1
+    }
+    steps=$(sed -n 's/.*final loss [^;]*; \([0-9][0-9]*\) steps of .*/\1/p' "$tmp/err.txt")
+    merges=$(sed -n 's/.*, merges [0-9.]* s (\([0-9][0-9]*\)),.*/\1/p' "$tmp/err.txt")
+    if [ -z "$steps" ] || [ -z "$merges" ] || [ "$merges" -gt $((2 * steps + 2 * 2 + 1)) ]; then
+        echo "test_w2v_mpi: 3 ranks with -sync-every $every: ${merges:-?} merges for ${steps:-?} steps (the done"
+        echo "ranks ran the hot merges after their shares):"
+        cat "$tmp/err.txt"
+        exit 1
+    fi
+done
+cmp "$tmp/tiny1000000.txt" "$tmp/tiny1099511627776.txt"
+echo "test_w2v_mpi: 3 ranks skip the hot merges after their shares ($merges merges for $steps steps)"
+
 # quality: the 2-, 3- and 4-rank vectors against one process's, same flags and seed
 "$w2v" "${flags[@]}" -seed 1 -output "$tmp/one.bin"
 accuracy=()

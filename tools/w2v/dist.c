@@ -27,6 +27,9 @@ typedef struct {
     MPI_Comm comm;
     float *base[3]; /* the tables at the last sync: in, out, hs */
     float *scratch; /* ring_merge's two blocks: 2 (W2V_DIST_CHUNK / P + 1) floats */
+    /* merge_hot's allreduce of the active flags: here, not on its stack, as a merge that
+     * fails leaves it pending */
+    int hot_active, hot_active_ranks;
 } w2v_dist;
 
 static bool mpi_started;
@@ -199,12 +202,18 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
 }
 
 /* w2v_parallel's merge_hot: the rows of hot level `level` (w2v.h), the same ring merge
- * as a sync's on parts of the tables. */
+ * as a sync's on parts of the tables. Whether any rank is active is gathered too (else
+ * ranks whose shares are done would run every hot merge up to the next sync: 65k of them
+ * at -sync-every 1000000, 20 s on a tiny corpus); its allreduce runs while the ring's
+ * messages do, and is finished last. */
 static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
 {
-    (void)active; /* gathering it would cost every hot merge a collective */
-    *any_active = true;
     w2v_dist *d = p->impl;
+    d->hot_active = active;
+    MPI_Request q;
+    if (stalled) return -1;
+    int err = MPI_Iallreduce(&d->hot_active, &d->hot_active_ranks, 1, MPI_INT, MPI_SUM, d->comm, &q);
+    if (err != MPI_SUCCESS) return mpi_failed(err, "a merge of hot rows");
     sg_tensor *tables[3];
     for (int k = 0; k < table_count(m, tables); k++) {
         if (!tables[k]) continue;
@@ -216,6 +225,8 @@ static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active
             if (ring_merge(d, x + i, base + i, n - i < W2V_DIST_CHUNK ? n - i : W2V_DIST_CHUNK, "a merge of hot rows"))
                 return -1;
     }
+    if (finish_all(MPI_SUCCESS, 1, &q, "a merge of hot rows")) return -1;
+    *any_active = d->hot_active_ranks > 0;
     return 0;
 }
 

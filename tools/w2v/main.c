@@ -385,8 +385,9 @@ static int w2v_main(int argc, char **argv)
             fprintf(log, " (beside the backward: the two together took %.2f s; %lld steps of %lld on one "
                          "thread, timed as faster)", res.t_overlapped, (long long)res.steps_one_thread,
                     (long long)res.steps);
-        fprintf(log, ", merges %.2f s, the rest %.2f s; %d of %d epochs replayed the corpus as "
-                     "token ids\n", res.t_sync, res.seconds - steps, res.epochs_replayed, cfg.iter);
+        fprintf(log, ", merges %.2f s (%lld), the rest %.2f s; %d of %d epochs replayed the corpus as "
+                     "token ids\n", res.t_sync, (long long)res.merges, res.seconds - steps, res.epochs_replayed,
+                cfg.iter);
     }
     int rc = 0;
     double t_write = tc_now();

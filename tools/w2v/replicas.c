@@ -83,8 +83,8 @@ static bool barrier(rep_shared *s, void (*last)(rep_shared *))
 
 static int64_t rep_merges_run, rep_full_merges_run; /* tests: merges so far, and full ones
                                                        (the first included) */
-static bool rep_hot_report_active; /* tests: hot merges say some replica is active, as
-                                      dist.c's do, so the done replicas run every one */
+static bool rep_hot_report_active; /* tests: hot merges say some replica is active, so
+                                      the done replicas run every one (the skip's baseline) */
 
 /* Run by the last replica to arrive at a merge: whether any is still active, and where
  * every replica's tables are. */

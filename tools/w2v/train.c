@@ -841,9 +841,11 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     return 0;
 }
 
-/* Merge `due` (merge_due's: 0 full, else a hot level); 0 or -1. */
-static int run_merge(w2v_parallel *par, const w2v_model *m, int due, bool active, bool *any_active)
+/* Merge `due` (merge_due's: 0 full, else a hot level), counted in res; 0 or -1. */
+static int run_merge(w2v_parallel *par, const w2v_model *m, int due, bool active, bool *any_active,
+                     w2v_result *res)
 {
+    res->merges++;
     return due == 0 ? par->sync(par, m, active, any_active) : par->merge_hot(par, m, due, active, any_active);
 }
 
@@ -1077,7 +1079,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
         fprintf(stderr, "sgrad-w2v: out of memory\n");
         goto done;
     }
-    if (par && par->sync(par, &m, true, &any_active)) goto done; /* the common start */
+    if (par && run_merge(par, &m, 0, true, &any_active, res)) goto done; /* the common start */
     for (int ep = at.epoch; ep < cfg->iter; ep++) {
         /* an epoch that replays a record does not read the file (a closed reader) */
         if (!t.replay && tc_reader_open(&t.rd, cfg->train)) {
@@ -1210,7 +1212,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             if (due >= 0) {
                 if (due == 0) since_sync = 0;
                 tp = tc_now();
-                const int sync_rc = run_merge(par, &m, due, true, &any_active);
+                const int sync_rc = run_merge(par, &m, due, true, &any_active, res);
                 res->t_sync += tc_now() - tp;
                 if (sync_rc) {
                     tc_reader_close(&t.rd);
@@ -1240,12 +1242,12 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, FILE *log, w2v_result *r
             since_sync = next_merge(par, since_sync);
             int due = merge_due(par, since_sync);
             if (due > 0) {
-                if (run_merge(par, &m, due, false, &any_active)) goto done;
+                if (run_merge(par, &m, due, false, &any_active, res)) goto done;
                 if (!any_active) due = 0; /* every share is done: on to the full merge */
             }
             if (due == 0) {
                 since_sync = 0;
-                if (run_merge(par, &m, 0, false, &any_active)) goto done;
+                if (run_merge(par, &m, 0, false, &any_active, res)) goto done;
             }
         }
         res->t_sync += tc_now() - tp;

@@ -57,7 +57,7 @@ typedef struct w2v_model w2v_model;
  * ordered by count) and the last hot_node[l] inner nodes (the root's end); a level's rows
  * include every finer level's. train.c plans the levels from the counts
  * (plan_hot_merges), the same on every rank. merge_hot's `active` and *any_active are
- * sync's; an implementation that does not gather them (dist.c) sets *any_active true. A
+ * sync's (both implementations gather them at every hot merge). A
  * rank whose share is done, told that none is active, goes straight to the full merge:
  * no rank steps before it, and it merges every row a skipped hot merge would (each
  * changed row once, with the same sums), so the tables are the same. */
@@ -161,6 +161,7 @@ typedef struct {
      * drawn while the backward runs: `overlapped` is that part's wall time, the longer
      * of the two); the merges under mpirun */
     double t_forward, t_backward, t_draw, t_overlapped, t_sync;
+    int64_t merges; /* under mpirun or -replicas: this rank's merges, the first included */
     int64_t steps_one_thread; /* with 2+ threads: steps run on one thread (w2v_pick) */
     int epochs_replayed;      /* epochs whose tokens came from the first one's record */
 } w2v_result;
