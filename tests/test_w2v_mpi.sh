@@ -124,11 +124,12 @@ done
 
 # 3 ranks with -sync-every far above the run's steps: once every share of an epoch is
 # done, a hot merge says so and the ranks go to the epoch's full merge rather than running
-# the about 2^16 hot merges left (20 s on this tiny corpus before, oversubscribed). -debug
+# the hot merges left (at -sync-every 1000000 about 82k an epoch: 20 s before). -debug
 # 2 counts rank 0's merges: at most one a step while the shares go on (none here: each
 # share is shorter than the finest period), one per epoch to learn that none does, the
 # epochs' full merges and the first. The file is the same for any -sync-every above the
-# steps.
+# steps (that the skip itself keeps the bits is tested on -replicas, whose tail is the same
+# code in train.c, in test_w2v_train.c).
 awk 'BEGIN { for (s = 1; s <= 600; s++) { for (i = 1; i <= 10; i++) printf "w%d ", (s * 7 + i * 13) % 60; print "" } }' >"$tmp/tiny.txt"
 for every in 1000000 1099511627776; do
     timeout 120 "${mpi[@]}" -np 3 "$w2v" -train "$tmp/tiny.txt" -size 8 -iter 2 -min-count 1 -batch 64 -debug 2 \
