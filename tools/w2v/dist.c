@@ -181,6 +181,7 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         /* the plan decides the merges' sizes: one computed otherwise (another libm) must
          * not mismatch messages */
         uint64_t h = tc_fnv1a(TC_FNV_OFFSET, &p->hot_levels, sizeof p->hot_levels);
+        h = tc_fnv1a(h, p->hot_period, sizeof p->hot_period);
         h = tc_fnv1a(h, p->hot_in, sizeof p->hot_in);
         h = tc_fnv1a(h, p->hot_out, sizeof p->hot_out);
         h = tc_fnv1a(h, p->hot_node, sizeof p->hot_node);

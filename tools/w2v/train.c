@@ -755,10 +755,10 @@ out:
 
 /* The coarsest hot level (0: none) whose period keeps a row changed `per_step` times a
  * step below `bound` changes between merges; at most `finest`. */
-static int hot_level(int64_t sync_steps, int finest, double per_step, double bound)
+static int hot_level(const w2v_parallel *par, int finest, double per_step, double bound)
 {
     int l = 0;
-    while (l < finest && (double)(sync_steps >> l) * per_step > bound) l++;
+    while (l < finest && (double)(l ? par->hot_period[l] : par->sync_steps) * per_step > bound) l++;
     return l;
 }
 
@@ -769,9 +769,12 @@ static int hot_level(int64_t sync_steps, int finest, double per_step, double bou
  * inner node: the share of the centre words whose path holds it), B the examples per step
  * (the batch, or fewer: a step ends once a row reaches its hit cap). A row changed more
  * than U = W2V_HOT_STEP_BOUND / (alpha (P - 2)) times between two merges gets the coarsest
- * level l whose period sync_steps >> l keeps it below U, or the finest (a period of 1
- * step). Periods need not divide each other: a level's rows are merged with a coarser
- * level's whenever its period divides the step (merge_due). 0, or -1 out of memory. */
+ * level l whose period keeps it below U, or the finest (a period of 1 step). The periods
+ * halve from sync_steps / 2; past W2V_MAX_HOT_LEVELS halvings the coarsest are left out,
+ * not the finest (else, at -sync-every 10^6, the hottest rows were merged only every 15
+ * steps, and 3 ranks diverged on the bundled corpus). Periods need not divide each
+ * other: a level's rows are merged with a coarser level's whenever its period divides the
+ * step (merge_due). 0, or -1 out of memory. */
 static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha, FILE *log)
 {
     const w2v_config *cfg = t->cfg;
@@ -780,10 +783,13 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     memset(par->hot_in, 0, sizeof par->hot_in);
     memset(par->hot_out, 0, sizeof par->hot_out);
     memset(par->hot_node, 0, sizeof par->hot_node);
+    memset(par->hot_period, 0, sizeof par->hot_period);
     if (par->ranks < 3) return 0;
-    int finest = 0;
-    while (finest < W2V_MAX_HOT_LEVELS && par->sync_steps >> (finest + 1) >= 1) finest++;
+    int halvings = 0; /* to a period of 1 step */
+    while (par->sync_steps >> (halvings + 1) >= 1) halvings++;
+    const int finest = halvings < W2V_MAX_HOT_LEVELS ? halvings : W2V_MAX_HOT_LEVELS;
     if (finest == 0) return 0;
+    for (int l = 1; l <= finest; l++) par->hot_period[l] = par->sync_steps >> (l + halvings - finest);
     /* per example: in[w], out[w] (with the noise share first), node[k] */
     double *in = malloc((size_t)V * sizeof *in), *out = malloc((size_t)V * sizeof *out);
     double *node = cfg->hs ? calloc((size_t)V, sizeof *node) : NULL;
@@ -818,15 +824,15 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     if (node_max * B > t->node_cap) B = t->node_cap / node_max;
     const double bound = W2V_HOT_STEP_BOUND / (alpha * (par->ranks - 2));
     for (int64_t w = 0; w < V; w++) {
-        const int li = hot_level(par->sync_steps, finest, B * in[w], bound);
-        const int lo = hot_level(par->sync_steps, finest, B * out[w], bound);
+        const int li = hot_level(par, finest, B * in[w], bound);
+        const int lo = hot_level(par, finest, B * out[w], bound);
         for (int l = 1; l <= li; l++) par->hot_in[l] = w + 1;
         for (int l = 1; l <= lo; l++) par->hot_out[l] = w + 1;
         if (li > par->hot_levels) par->hot_levels = li;
         if (lo > par->hot_levels) par->hot_levels = lo;
     }
     for (int64_t k = 0; cfg->hs && k < V - 1; k++) {
-        const int ln = hot_level(par->sync_steps, finest, B * node[k], bound);
+        const int ln = hot_level(par, finest, B * node[k], bound);
         for (int l = 1; l <= ln; l++)
             if (par->hot_node[l] < V - 1 - k) par->hot_node[l] = V - 1 - k;
         if (ln > par->hot_levels) par->hot_levels = ln;
@@ -836,7 +842,7 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     free(node);
     for (int l = 1; log && l <= par->hot_levels; l++)
         fprintf(log, "sgrad-w2v: hot rows merged every %lld steps: %lld input, %lld output, %lld inner "
-                     "nodes\n", (long long)(par->sync_steps >> l), (long long)par->hot_in[l],
+                     "nodes\n", (long long)par->hot_period[l], (long long)par->hot_in[l],
                 (long long)par->hot_out[l], (long long)par->hot_node[l]);
     return 0;
 }
@@ -855,7 +861,7 @@ static int merge_due(const w2v_parallel *par, int64_t t)
 {
     if (t == par->sync_steps) return 0;
     for (int l = 1; l <= par->hot_levels; l++)
-        if (t % (par->sync_steps >> l) == 0) return l;
+        if (t % par->hot_period[l] == 0) return l;
     return -1;
 }
 
@@ -914,7 +920,7 @@ static int64_t next_merge(const w2v_parallel *par, int64_t t)
 {
     int64_t next = par->sync_steps;
     for (int l = 1; l <= par->hot_levels; l++) {
-        const int64_t period = par->sync_steps >> l, last = t - t % period;
+        const int64_t period = par->hot_period[l], last = t - t % period;
         if (next - last > period) next = last + period; /* no overflow near INT64_MAX */
     }
     return next;

@@ -52,7 +52,8 @@ typedef struct w2v_model w2v_model;
  * way, so P ranks' sum takes it about P times as far; 2 ranks only swing it about its
  * optimum). So the rows expected to be changed more than W2V_HOT_STEP_BOUND / (alpha (P -
  * 2)) times per rank between two merges are merged more often, in levels: level l (1 <= l <=
- * hot_levels) every sync_steps >> l steps, by merge_hot (collective), which merges the
+ * hot_levels) every hot_period[l] steps (sync_steps >> l; from 2^17 steps on the halvings
+ * start lower, so that the finest level is every step), by merge_hot (collective), which merges the
  * first hot_in[l] rows of the input table, the first hot_out[l] of the output table (both
  * ordered by count) and the last hot_node[l] inner nodes (the root's end); a level's rows
  * include every finer level's. train.c plans the levels from the counts
@@ -69,6 +70,7 @@ struct w2v_parallel {
     int64_t sync_steps;
     int (*sync)(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active);
     int hot_levels;
+    int64_t hot_period[W2V_MAX_HOT_LEVELS + 1]; /* level l's merges, every hot_period[l] steps */
     int64_t hot_in[W2V_MAX_HOT_LEVELS + 1], hot_out[W2V_MAX_HOT_LEVELS + 1], hot_node[W2V_MAX_HOT_LEVELS + 1];
     int (*merge_hot)(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active);
     /* Rows of in, out and hs that this rank's steps changed since they were last merged
