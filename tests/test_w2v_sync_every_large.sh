@@ -4,10 +4,10 @@
 # stepping through every step before it, so the run ends at once (it used to run for
 # ~2^40 empty steps). Above the run's step count the only full merges are the epochs'
 # ends, so -sync-every 2^40 and 10^6 must give the same file. With 3 replicas the same
-# (hot rows planned; each share is shorter than the finest period, so none runs before the
-# shares end, and the done replicas skip the about 2^16 left, which took 8-17 s: the
-# timeout would not catch that, test_w2v_train's count of the merges does). Skips (exit
-# 77) without the programs.
+# (hot rows planned, with the same periods from -sync-every 2^17 on; the done replicas
+# skip the hot merges left, about 2^16 an epoch, which took 8-17 s: the timeout would not
+# catch that, test_w2v_train's count of the merges does). Skips (exit 77) without the
+# programs.
 # usage: tests/test_w2v_sync_every_large.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build}

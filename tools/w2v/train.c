@@ -770,11 +770,13 @@ static int hot_level(const w2v_parallel *par, int finest, double per_step, doubl
  * (the batch, or fewer: a step ends once a row reaches its hit cap). A row changed more
  * than U = W2V_HOT_STEP_BOUND / (alpha (P - 2)) times between two merges gets the coarsest
  * level l whose period keeps it below U, or the finest (a period of 1 step). The periods
- * halve from sync_steps / 2; past W2V_MAX_HOT_LEVELS halvings the coarsest are left out,
- * not the finest (else, at -sync-every 10^6, the hottest rows were merged only every 15
- * steps, and 3 ranks diverged on the bundled corpus). Periods need not divide each
- * other: a level's rows are merged with a coarser level's whenever its period divides the
- * step (merge_due). 0, or -1 out of memory. */
+ * halve from sync_steps / 2; when that takes more than W2V_MAX_HOT_LEVELS halvings to
+ * reach 1 step (sync_steps >= 2^17) they are 2^15, ..., 2, 1 whatever sync_steps, so the
+ * finest is still every step (halving from sync_steps, at -sync-every 10^6 the finest was
+ * 15 steps, and 3 ranks diverged on the bundled corpus) and any -sync-every above a run's
+ * steps gives the same file. Periods need not divide each other: a level's rows are
+ * merged with a coarser level's whenever its period divides the step (merge_due). 0, or
+ * -1 out of memory. */
 static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha, FILE *log)
 {
     const w2v_config *cfg = t->cfg;
@@ -789,7 +791,8 @@ static int plan_hot_merges(const w2v_trainer *t, w2v_parallel *par, double alpha
     while (par->sync_steps >> (halvings + 1) >= 1) halvings++;
     const int finest = halvings < W2V_MAX_HOT_LEVELS ? halvings : W2V_MAX_HOT_LEVELS;
     if (finest == 0) return 0;
-    for (int l = 1; l <= finest; l++) par->hot_period[l] = par->sync_steps >> (l + halvings - finest);
+    for (int l = 1; l <= finest; l++)
+        par->hot_period[l] = halvings == finest ? par->sync_steps >> l : (int64_t)1 << (finest - l);
     /* per example: in[w], out[w] (with the noise share first), node[k] */
     double *in = malloc((size_t)V * sizeof *in), *out = malloc((size_t)V * sizeof *out);
     double *node = cfg->hs ? calloc((size_t)V, sizeof *node) : NULL;

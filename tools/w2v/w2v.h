@@ -52,8 +52,8 @@ typedef struct w2v_model w2v_model;
  * way, so P ranks' sum takes it about P times as far; 2 ranks only swing it about its
  * optimum). So the rows expected to be changed more than W2V_HOT_STEP_BOUND / (alpha (P -
  * 2)) times per rank between two merges are merged more often, in levels: level l (1 <= l <=
- * hot_levels) every hot_period[l] steps (sync_steps >> l; from 2^17 steps on the halvings
- * start lower, so that the finest level is every step), by merge_hot (collective), which merges the
+ * hot_levels) every hot_period[l] steps (sync_steps >> l; from sync_steps = 2^17 on,
+ * 2^(16 - l), so that the finest level is every step), by merge_hot (collective), which merges the
  * first hot_in[l] rows of the input table, the first hot_out[l] of the output table (both
  * ordered by count) and the last hot_node[l] inner nodes (the root's end); a level's rows
  * include every finer level's. train.c plans the levels from the counts
