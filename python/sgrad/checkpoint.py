@@ -10,7 +10,11 @@ string there)."""
 import ctypes
 import os
 
-from . import _lib, _raise, _c_string, Tensor, default_context
+from . import _lib
+from ._args import c_string as _c_string
+from .context import default_context
+from .errors import _raise
+from .tensor import Tensor
 from ._lib import lib
 
 

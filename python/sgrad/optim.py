@@ -7,7 +7,9 @@ and, for a sparse gradient, only the rows it names (SGD with momentum or weight 
 """
 import ctypes
 
-from . import _lib, _raise, Tensor, StaleTensorError
+from . import _lib
+from .errors import StaleTensorError, _raise
+from .tensor import Tensor
 from ._lib import lib
 
 

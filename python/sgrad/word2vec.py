@@ -20,7 +20,10 @@ import tempfile
 
 import numpy as np
 
-from . import _c_string, _raise, Tensor, default_context, F32
+from ._args import F32, c_string as _c_string
+from .context import default_context
+from .errors import _raise
+from .tensor import Tensor
 from ._lib import lib
 from ._program import find_program, run_program
 
