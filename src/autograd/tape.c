@@ -347,45 +347,43 @@ int sg__accum_grad(sg_tensor *x, sg_tensor *g, bool owned)
 
 /* ---- backward */
 
-/* Reachable nodes in reverse topological order (outputs before inputs), via an iterative
- * depth-first post-order from `root`. Returns the count, or -1 (NOMEM recorded). */
-static int64_t collect(sg_ctx *ctx, sg_node *root, sg_node ***out_order)
+/* The nodes reachable from `root` in reverse topological order (outputs before inputs),
+ * by an iterative depth-first post-order: returns the first, each linked to the next by
+ * bw_next. The stack and the order live in the nodes themselves (bw_stack, bw_in,
+ * bw_next), so this allocates nothing and costs O(nodes reachable from root) in time,
+ * whatever else the tape holds: K backwards on K micro-batch graphs of one tape cost K
+ * times one (a scratch array sized by the whole tape made that quadratic in memory).
+ * Clears the gradient of every node it lists (a non-leaf's gradient lives for one
+ * traversal). The links are valid until the next traversal; no backward or deferred
+ * function starts one while they are read. */
+static sg_node *collect(sg_ctx *ctx, sg_node *root)
 {
-    int64_t cap = ctx->n_nodes;
-    sg_node **order = sg__arena_alloc(ctx, (size_t)cap * sizeof *order);
-    sg_node **stack = sg__arena_alloc(ctx, (size_t)cap * sizeof *stack);
-    int *next = sg__arena_alloc(ctx, (size_t)cap * sizeof *next);
-    if (!order || !stack || !next) return -1;
     uint32_t mark = ++ctx->visit_epoch;
-    int64_t n = 0, sp = 0;
+    if (mark == 0) mark = ++ctx->visit_epoch; /* 0 is a new node's: never a traversal's mark */
+    sg_node *top = root, *order = NULL;
     root->visit = mark;
-    stack[sp] = root;
-    next[sp++] = 0;
-    while (sp) {
-        sg_node *v = stack[sp - 1];
-        int i = next[sp - 1];
-        if (i < v->n_in) {
-            next[sp - 1]++;
-            sg_tensor *in = v->in[i];
+    root->bw_in = 0;
+    root->bw_stack = NULL;
+    while (top) {
+        sg_node *v = top;
+        if (v->bw_in < v->n_in) {
+            sg_tensor *in = v->in[v->bw_in++];
             sg_node *u = in ? in->node : NULL;
             if (u && u->visit != mark) {
                 u->visit = mark;
-                stack[sp] = u;
-                next[sp++] = 0;
+                u->bw_in = 0;
+                u->bw_stack = top;
+                top = u;
             }
             continue;
         }
-        order[n++] = v; /* post-order: inputs first */
-        sp--;
+        /* post-order (inputs first), each prepended: the list runs outputs first */
+        top = v->bw_stack;
+        v->out->grad = NULL;
+        v->bw_next = order;
+        order = v;
     }
-    /* reverse: outputs first */
-    for (int64_t i = 0; i < n / 2; i++) {
-        sg_node *t = order[i];
-        order[i] = order[n - 1 - i];
-        order[n - 1 - i] = t;
-    }
-    *out_order = order;
-    return n;
+    return order;
 }
 
 int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
@@ -405,14 +403,10 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
         return sg__failc(ctx, SG_ERR_STATE, "sg_backward: output does not require grad");
     if (!out->node) return sg__accum_grad(out, grad_out, false);
 
-    sg_node **order;
-    int64_t n = collect(ctx, out->node, &order);
-    if (n < 0) return ctx->status;
-    for (int64_t i = 0; i < n; i++) order[i]->out->grad = NULL;
+    sg_node *order = collect(ctx, out->node);
     out->grad = grad_out;
     out->grad_owned = false;
-    for (int64_t i = 0; i < n; i++) {
-        sg_node *v = order[i];
+    for (sg_node *v = order; v; v = v->bw_next) {
         sg_tensor *g = v->out->grad;
         if (!g) continue;
         int rc = SG_OK;
@@ -426,7 +420,7 @@ int sg_backward_grad(sg_tensor *out, sg_tensor *grad_out)
             if (!ctx->status) sg__failc(ctx, rc, "backward of %s failed", v->name);
             /* the nodes not reached keep no gradient: a partial one, or a uniform one (one
              * stored element) that sg_tensor_grad would hand out as a full tensor */
-            for (int64_t k = i + 1; k < n; k++) order[k]->out->grad = NULL;
+            for (sg_node *k = v->bw_next; k; k = k->bw_next) k->out->grad = NULL;
             run_deferred(ctx, false);
             return rc;
         }

@@ -28,9 +28,15 @@ struct sg_node {
     void *extra;         /* op-specific pointer (e.g. an optimizer for fused updates) */
     bool accepts_sparse_gout; /* else the engine densifies a COO gout first */
     bool accepts_uniform_gout; /* else the engine expands a uniform gout first */
-    uint32_t visit;
+    uint32_t visit; /* backward traversal mark (compared with ctx->visit_epoch) */
     int64_t seq; /* creation order on the tape */
     sg_node *prev; /* the node recorded before this one (ctx->last_node is the newest) */
+    /* The backward traversal's working state, kept in the nodes it reaches so that a
+     * backward allocates nothing for it (tape.c, collect): the depth-first stack's link
+     * and the next input to explore, then the order the gradients flow in (outputs
+     * first). Meaningful only during one sg_backward_grad. */
+    sg_node *bw_stack, *bw_next;
+    int bw_in;
 };
 
 /* True when the op's output must be recorded: grad enabled and some input requires grad. */
