@@ -262,7 +262,9 @@ SG_API int sg_index_add_scaled_(sg_tensor *dst, const sg_tensor *src, double alp
 
 /* Backward from a scalar (numel 1) loss: seeds d loss = 1. Visits only the nodes reachable
  * from loss; gradients of leaves that require grad go to the gradient store, accumulating
- * with what is already there. */
+ * with what is already there. Its time and memory are those of the nodes reachable from
+ * loss, whatever else the tape holds: K backwards on K micro-batches before one step
+ * (gradient accumulation, no sg_tape_reset between them) cost K times one backward. */
 SG_API int sg_backward(sg_tensor *loss);
 /* Backward from any output with a given incoming gradient of out's shape and dtype (dense
  * or COO). out may be a leaf that requires grad: then grad_out is added to its stored
@@ -308,7 +310,8 @@ SG_API int64_t sg_tape_nodes(const sg_ctx *ctx);
  * thread count. Errors (NULL returned, nothing recorded on the tape): SG_ERR_SHAPE,
  * SG_ERR_DTYPE (mixed dtypes, integers where floats are needed), SG_ERR_ARG (a dim out of
  * range, operands of two contexts), SG_ERR_LAYOUT (COO where not accepted), SG_ERR_INDEX
- * (cross_entropy targets, checked before anything is written). Means of nothing are NaN. */
+ * (cross_entropy targets, gather's index, narrow's range; checked before anything is
+ * written). Means of nothing are NaN. */
 
 /* add also takes COO operands of equal shapes: COO + COO is a COO concatenation, COO +
  * dense is dense. */
@@ -316,6 +319,20 @@ SG_API sg_tensor *sg_add(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_div(sg_tensor *a, sg_tensor *b);
+/* Elementwise max / min, broadcasting like sg_add (a gradient summed back to each
+ * operand's shape). As PyTorch: a NaN operand wins (is returned), and the gradient goes to
+ * the larger (smaller) operand, split g/2 and g/2 between a and b where they are equal;
+ * with a NaN both get g. */
+SG_API sg_tensor *sg_maximum(sg_tensor *a, sg_tensor *b);
+SG_API sg_tensor *sg_minimum(sg_tensor *a, sg_tensor *b);
+/* cond ? x : y elementwise; cond, x and y broadcast together (numpy rules, as sg_add).
+ * x and y: dense f32/f64 of one dtype, the result's. cond: a dense 0/1 mask of any dtype
+ * (f32, f64, i32, i64), nonzero meaning x; it gets no gradient and must stay alive and
+ * unchanged until the backward. The gradient g goes to x where cond is 1 and to y where it
+ * is 0 (each summed back to its operand's shape). Errors, before anything is written:
+ * SG_ERR_VALUE when cond holds anything but 0 and 1 (NaN included; the message names the
+ * first such element), SG_ERR_SHAPE, SG_ERR_DTYPE (x, y), SG_ERR_LAYOUT, SG_ERR_ARG. */
+SG_API sg_tensor *sg_where(sg_tensor *cond, sg_tensor *x, sg_tensor *y);
 SG_API sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
 /* Accepted shapes (no other broadcasting; SG_ERR_SHAPE for the rest):
  *   (M,K)   @ (K,N)   -> (M,N)
@@ -334,6 +351,21 @@ SG_API sg_tensor *sg_tanh(sg_tensor *a);
 SG_API sg_tensor *sg_exp(sg_tensor *a);
 SG_API sg_tensor *sg_log(sg_tensor *a);
 SG_API sg_tensor *sg_log_sigmoid(sg_tensor *a); /* stable: min(x,0) - log1p(exp(-|x|)) */
+/* Same shape and dtype out. Gradients at the edges follow PyTorch: abs' is sign(x), 0 at
+ * x == 0; sqrt's is g / (2 sqrt(x)), inf at 0, NaN below. */
+SG_API sg_tensor *sg_abs(sg_tensor *a);
+SG_API sg_tensor *sg_sqrt(sg_tensor *a);
+SG_API sg_tensor *sg_sin(sg_tensor *a);
+SG_API sg_tensor *sg_cos(sg_tensor *a);
+/* x^exponent (C's pow in the dtype, the exponent rounded to it: a negative x to a
+ * non-integer exponent is NaN). Gradient exponent * x^(exponent-1) * g; exactly 0 for
+ * exponent 0, also at x == 0. */
+SG_API sg_tensor *sg_pow(sg_tensor *a, double exponent);
+/* min(max(x, *min), *max); either bound may be NULL (none), not both (SG_ERR_ARG). A NaN
+ * bound is SG_ERR_VALUE (our choice); a NaN x stays NaN. min > max sets every element to
+ * max, as PyTorch. The gradient passes where min <= x <= max (bounds included), else 0:
+ * with min > max, 0 everywhere. */
+SG_API sg_tensor *sg_clamp(sg_tensor *a, const double *min, const double *max);
 /* softmax, log_softmax, cross_entropy and bce_with_logits (values and gradients) keep the
  * dtype's accuracy however large the logits are: only differences from the slice's
  * maximum enter (log_softmax = (x - max) - log1p(sum of exp(x - max) over the other
@@ -355,6 +387,57 @@ SG_API sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);
 SG_API sg_tensor *sg_transpose(sg_tensor *a, int dim0, int dim1);
 /* Concatenates n tensors along dim 0 (other dims equal). */
 SG_API sg_tensor *sg_concat(int n, sg_tensor *const *ts);
+
+/* Along one dim (dense f32/f64 x; dim negative counts from the end; SG_ERR_ARG for a bad
+ * dim, a 0-d x included). Gradients are dense; results bitwise identical for any thread
+ * count. */
+/* torch.gather: out[i][j][k] = x[index[i][j][k]][j][k] for dim 0 (likewise for the other
+ * dims) -> index's shape. index: dense int32/int64 of x's rank, index.size(d) <= x.size(d)
+ * for d != dim (any size along dim), entries in [0, x.size(dim)); it must stay alive and
+ * unchanged until the backward. Every entry is checked before anything is written:
+ * SG_ERR_INDEX names the first bad value and its position. Backward: a scatter-add of the
+ * incoming gradient into zeros of x's shape (repeated indices sum, in ascending order
+ * along dim; no atomics). Errors: SG_ERR_SHAPE, SG_ERR_INDEX, SG_ERR_DTYPE, SG_ERR_LAYOUT,
+ * SG_ERR_ARG (dim, two contexts). */
+SG_API sg_tensor *sg_gather(sg_tensor *x, int dim, sg_tensor *index);
+/* Elements [start, start + length) of dim: a contiguous copy. start may be negative
+ * (start + x.size(dim), as PyTorch); SG_ERR_INDEX unless 0 <= start and
+ * start + length <= x.size(dim) then, length >= 0. x's gradient: the incoming gradient in
+ * the range, zeros elsewhere. */
+SG_API sg_tensor *sg_narrow(sg_tensor *x, int dim, int64_t start, int64_t length);
+/* p-norm along dim, p = 1 or 2 only (else SG_ERR_ARG); accumulated in double (p = 2
+ * rescaled by the largest magnitude where the sum of squares would overflow or underflow);
+ * 0 over an empty dim. Gradient at the kink, as PyTorch: p = 1 gives g sign(x) with
+ * sign(0) = 0; p = 2 gives g x / norm, and 0 where the norm is 0. */
+SG_API sg_tensor *sg_norm_dim(sg_tensor *x, double p, int dim, int keepdim);
+/* log(sum(exp(x))) along dim, stable: max + log1p(sum of exp(x - max) over the others).
+ * As PyTorch: -inf where every element is -inf (and over an empty dim), +inf where one is
+ * +inf, NaN where one is NaN. Backward g softmax(x) (so NaN where every element is -inf,
+ * as PyTorch). */
+SG_API sg_tensor *sg_logsumexp_dim(sg_tensor *x, int dim, int keepdim);
+/* Maximum along dim -> values (differentiable, returned) and, when indices is not NULL,
+ * *indices: an int64 tape tensor of the values' shape holding the position along dim of
+ * each maximum (not differentiable; the backward reads it, so leave it unchanged; set to
+ * NULL on error). Ties: the first maximum wins, and gets the whole gradient (the others
+ * 0), as PyTorch; a NaN is the maximum (the first NaN). SG_ERR_SHAPE for an empty dim. */
+SG_API sg_tensor *sg_max_dim(sg_tensor *x, int dim, int keepdim, sg_tensor **indices);
+
+/* Dropout. training == 0 or p == 0: returns x itself (no copy, no node, no random draw).
+ * Else each element is zeroed with probability p and kept ones are scaled by 1/(1-p)
+ * (p == 1: all zeros); x's gradient is g times the same mask and scale. The mask comes
+ * from one 64-bit key drawn from the context's generator per call with 0 < p < 1
+ * (sg_rand_u64; p == 1 draws nothing) and a hash of (key, element): the same seed and
+ * call sequence give the same mask for any thread count. Errors: SG_ERR_ARG (p outside
+ * [0, 1] or NaN), SG_ERR_DTYPE, SG_ERR_LAYOUT. */
+SG_API sg_tensor *sg_dropout(sg_tensor *x, double p, int training);
+/* Layer normalisation over the last dim: (x - mean) / sqrt(var + eps) * weight + bias per
+ * row, var the biased variance (as PyTorch), both accumulated in double. normalized_size
+ * must be x's last dim (x of rank >= 1), else SG_ERR_SHAPE. weight and bias are optional
+ * (NULL: none), each of shape (normalized_size) and x's dtype; x, weight and bias get
+ * gradients. eps finite and >= 0, else SG_ERR_ARG. Errors also SG_ERR_SHAPE (weight,
+ * bias), SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_ARG (two contexts). */
+SG_API sg_tensor *sg_layer_norm(sg_tensor *x, int64_t normalized_size, sg_tensor *weight,
+                                sg_tensor *bias, double eps);
 
 /* ---------------------------------------------------------------- sparse-gradient ops */
 

@@ -209,6 +209,7 @@ typedef struct {
     bool weighted;
     int64_t padding_idx; /* embedding_bag; 0 means none here (cases use row 2) */
     bool include_last_offset;
+    const double *lo, *hi; /* clamp's bounds (NULL: none) */
 } args;
 
 /* The two ops whose signatures are changing elsewhere: each is called here only. */
@@ -256,6 +257,32 @@ CHECKED_FN(f_to_sparse, sg_to_sparse(in[0], ARGS->sparse_dim))
 CHECKED_FN(f_sparse_mask, sg_sparse_mask(in[0], ARGS->mask))
 CHECKED_FN(f_sgns_loss, call_sgns_loss(in[0], in[1], ARGS->idx))
 CHECKED_FN(f_hs_loss, sg_hs_loss(in[0], in[1], ARGS->idx, ARGS->idx2, ARGS->offsets))
+CHECKED_FN(f_norm_dim, sg_norm_dim(in[0], ARGS->s, ARGS->dim, ARGS->keepdim))
+CHECKED_FN(f_logsumexp_dim, sg_logsumexp_dim(in[0], ARGS->dim, ARGS->keepdim))
+/* .n = 1: the indices are asked for too */
+CHECKED_FN(f_max_dim, sg_max_dim(in[0], ARGS->dim, ARGS->keepdim, ARGS->n ? &(sg_tensor *){NULL} : NULL))
+CHECKED_FN(f_narrow, sg_narrow(in[0], ARGS->dim, ARGS->start, ARGS->end)) /* end: the length */
+CHECKED_FN(f_gather, sg_gather(in[0], ARGS->dim, ARGS->idx))
+/* .n: bit 0 weight (in[1]), bit 1 bias (the next input); .s: eps */
+CHECKED_FN(f_layer_norm, sg_layer_norm(in[0], sg_tensor_dim(in[0], -1), ARGS->n & 1 ? in[1] : NULL,
+                                       ARGS->n & 2 ? in[ARGS->n & 1 ? 2 : 1] : NULL, ARGS->s))
+/* sg_gradcheck evaluates f many times and each training-mode call with 0 < p < 1 draws a
+ * key from the context's generator, so each evaluation first puts the generator back to
+ * the state saved when the check was set up: every evaluation draws the same mask. */
+typedef struct {
+    double p;
+    uint64_t rng[4];
+} dropout_args;
+static sg_tensor *f_dropout(sg_ctx *ctx, sg_tensor *const *in, void *ud)
+{
+    const dropout_args *a = ud;
+    memcpy(ctx->rng, a->rng, sizeof ctx->rng);
+    return sg_dropout(in[0], a->p, 1);
+}
+CHECKED_FN(f_pow, sg_pow(in[0], ARGS->s))
+CHECKED_FN(f_clamp, sg_clamp(in[0], ARGS->lo, ARGS->hi))
+CHECKED_FN(f_where, sg_where(ARGS->mask, in[0], in[1])) /* mask: the 0/1 cond */
+CHECKED_FN(f_sum_of_where, sg_sum(sg_where(ARGS->mask, in[0], in[1])))
 /* op(x, x) backwards put both operands' terms in one buffer; op(x, y) + op(x, x) adds to a
  * gradient x already holds. */
 CHECKED_FN(f_matmul_plus_x, sg_add(sg_matmul(in[0], in[1]), in[0]))
@@ -325,6 +352,53 @@ static void case_add(case_run *r)
 static void case_sub(case_run *r) { binary_checks(r, sg_sub, -1); }
 static void case_mul(case_run *r) { binary_checks(r, sg_mul, -1); }
 static void case_div(case_run *r) { binary_checks(r, sg_div, 0.5); }
+/* Random operands never tie (a tie's half/half split: test_ops_dense.c), except op(z, z),
+ * where the halves add up to the whole gradient. */
+static void max_min_checks(case_run *r, binary_fn op)
+{
+    binary_checks(r, op, -1);
+    args a = {.bin = op}; /* a uniform gradient (of a sum), broadcasting or not */
+    CHECK_GRAD(r, f_sum_of_binary, &a, 0, D64(r, -1, 1, 3, 1), D64(r, -1, 1, 1, 4));
+    CHECK_GRAD(r, f_sum_of_binary, &a, 0, D64(r, -1, 1, 2, 3), D64(r, -1, 1, 2, 3));
+}
+static void case_maximum(case_run *r) { max_min_checks(r, sg_maximum); }
+static void case_minimum(case_run *r) { max_min_checks(r, sg_minimum); }
+
+/* A persistent 0/1 mask of dtype dt (float or integer) from 0/1 values. */
+static sg_tensor *mask_in(sg_ctx *ctx, sg_dtype dt, int ndim, const int64_t *shape, const int64_t *v)
+{
+    if (dt == SG_I32 || dt == SG_I64) return index_in(ctx, dt, ndim, shape, v);
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    for (int64_t i = 0; t && i < sg_tensor_numel(t); i++) {
+        if (dt == SG_F64) sg_tensor_f64(t)[i] = (double)v[i];
+        else sg_tensor_f32(t)[i] = (float)v[i];
+    }
+    return t;
+}
+
+static void case_where(case_run *r)
+{
+    static const int64_t m6[6] = {1, 0, 0, 1, 1, 0}, m3[3] = {0, 1, 1};
+    const sg_dtype dts[4] = {SG_F64, SG_F32, SG_I32, SG_I64};
+    for (int k = 0; k < 4; k++) { /* every cond dtype, each operand stretched somewhere */
+        args a = {.mask = mask_in(r->ctx, dts[k], SHAPE(2, 3), m6)};
+        CHECK_GRAD(r, f_where, &a, 0, D64(r, -1, 1, 2, 3), D64(r, -1, 1, 2, 3));
+        CHECK_GRAD(r, f_where, &a, 0, D64(r, -1, 1, 3), D64(r, -1, 1, 2, 1));
+        CHECK_GRAD(r, f_where, &a, 0, D64_0(r, -1, 1), D64(r, -1, 1, 2, 3));
+    }
+    args c3 = {.mask = mask_in(r->ctx, SG_I64, SHAPE(3, 1), m3)}; /* (3,1) x (1,4) y (2,1,1) */
+    CHECK_GRAD(r, f_where, &c3, 0, D64(r, -1, 1, 1, 4), D64(r, -1, 1, 2, 1, 1));
+    CHECK_GRAD(r, f_sum_of_where, &c3, 0, D64(r, -1, 1, 1, 4), D64(r, -1, 1, 3, 4));
+    args c0 = {.mask = mask_in(r->ctx, SG_I32, 0, NULL, (int64_t[]){1})}; /* 0-d cond */
+    CHECK_GRAD(r, f_where, &c0, 0, D64(r, -1, 1, 2, 2), D64(r, -1, 1, 2));
+    args c6 = {.mask = mask_in(r->ctx, SG_F32, SHAPE(2, 3), m6)};
+    sg_tensor *z = D64(r, -1, 1, 2, 3), *v = D64(r, -1, 1, 3);
+    CHECK_GRAD(r, f_where, &c6, 0, z, z); /* where(c, z, z) = z */
+    CHECK_GRAD(r, f_where, &c6, 0, v, v);
+    CHECK_GRAD(r, f_sum_of_where, &c6, 0, z, z);
+    CHECK_GRAD(r, f_where, &c6, 0, constant(D64(r, -1, 1, 2, 3)), D64(r, -1, 1, 3));
+    CHECK_GRAD(r, f_where, &c6, 0, D64(r, -1, 1, 2, 3), constant(D64(r, -1, 1, 1)));
+}
 
 static void case_scale(case_run *r)
 {
@@ -437,6 +511,31 @@ static void case_sigmoid(case_run *r)
 static void case_tanh(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_tanh), 0, D64(r, -2, 2, 2, 3)); }
 static void case_exp(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_exp), 0, D64(r, -2, 2, 2, 3)); }
 static void case_log(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_log), 0, D64(r, 0.3, 3, 2, 3)); }
+static void case_abs(case_run *r)
+{
+    CHECK_GRAD(r, f_unary, ARG(.un = sg_abs), 0, away_from_zero(D64(r, -1, 1, 2, 3)));
+}
+static void case_sqrt(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_sqrt), 0, D64(r, 0.2, 3, 2, 3)); }
+static void case_sin(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_sin), 0, D64(r, -4, 4, 2, 3)); }
+static void case_cos(case_run *r) { CHECK_GRAD(r, f_unary, ARG(.un = sg_cos), 0, D64(r, -4, 4, 2, 3)); }
+static void case_pow(case_run *r)
+{
+    /* any exponent on x > 0; integer exponents also on negative x */
+    const double any[7] = {2, 0.5, -1.5, 1, 0, 3.7, -2};
+    for (int k = 0; k < 7; k++) CHECK_GRAD(r, f_pow, ARG(.s = any[k]), 0, D64(r, 0.3, 2, 2, 3));
+    const double whole[4] = {2, 3, -1, -2};
+    for (int k = 0; k < 4; k++) CHECK_GRAD(r, f_pow, ARG(.s = whole[k]), 0, away_from_zero(D64(r, -1, 1, 5)));
+}
+static void case_clamp(case_run *r)
+{
+    /* |x| in [0.2, 1.2): no element within 0.1 of a bound */
+    static const double zero = 0, m15 = -1.5, p15 = 1.5, p01 = 0.1, m01 = -0.1;
+    args bounds[6] = {{.lo = &zero}, {.hi = &zero}, {.lo = &m15, .hi = &zero},
+                      {.lo = &zero, .hi = &p15}, {.lo = &m01, .hi = &p01},
+                      {.lo = &p01, .hi = &m01}}; /* the last two clamp all; min > max */
+    sg_tensor *x = away_from_zero(D64(r, -1, 1, 3, 4));
+    for (int k = 0; k < 6; k++) CHECK_GRAD(r, f_clamp, &bounds[k], 0, x);
+}
 static void case_log_sigmoid(case_run *r)
 {
     CHECK_GRAD(r, f_unary, ARG(.un = sg_log_sigmoid), 0, D64(r, -6, 6, 2, 3));
@@ -613,6 +712,96 @@ static void case_hs_loss(case_run *r)
     }
 }
 
+/* Values 0.25 apart in a scrambled order (7 k mod n, n not a multiple of 7), no ties
+ * within 1e-6: the maximum never changes under the finite differences. */
+static sg_tensor *distinct(sg_tensor *t)
+{
+    double *d = t ? sg_tensor_f64(t) : NULL;
+    const int64_t n = t ? sg_tensor_numel(t) : 0;
+    for (int64_t k = 0; d && k < n; k++) d[k] = 0.25 * (double)((7 * k) % n) - 0.1 * (double)n;
+    return t;
+}
+
+static void case_norm_dim(case_run *r)
+{
+    sg_tensor *x = away_from_zero(D64(r, -1, 1, 2, 3, 4)); /* no zeros: p = 1's kink */
+    for (int p = 1; p <= 2; p++)
+        for (int dim = -1; dim < 3; dim++)
+            for (int keep = 0; keep < 2; keep++)
+                CHECK_GRAD(r, f_norm_dim, ARG(.s = p, .dim = dim, .keepdim = keep), 0, x);
+    CHECK_GRAD(r, f_norm_dim, ARG(.s = 2, .dim = 0), 0, D64(r, -1, 1, 5));
+}
+
+static void case_logsumexp_dim(case_run *r)
+{
+    sg_tensor *x = D64(r, -2, 2, 2, 3, 4);
+    for (int dim = -1; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++)
+            CHECK_GRAD(r, f_logsumexp_dim, ARG(.dim = dim, .keepdim = keep), 0, x);
+    CHECK_GRAD(r, f_logsumexp_dim, ARG(.dim = 1), 0, D64(r, 40, 60, 3, 5)); /* large logits */
+}
+
+static void case_max_dim(case_run *r)
+{
+    sg_tensor *x = distinct(D64(r, -1, 1, 2, 3, 4));
+    for (int dim = -1; dim < 3; dim++)
+        for (int keep = 0; keep < 2; keep++)
+            CHECK_GRAD(r, f_max_dim, ARG(.dim = dim, .keepdim = keep, .n = keep), 0, x);
+    CHECK_GRAD(r, f_max_dim, ARG(.dim = 0), 0, distinct(D64(r, -1, 1, 5)));
+}
+
+static void case_narrow(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 2, 5, 3);
+    CHECK_GRAD(r, f_narrow, ARG(.dim = 1, .start = 1, .end = 3), 0, x);
+    CHECK_GRAD(r, f_narrow, ARG(.dim = -1, .start = -2, .end = 2), 0, x); /* negative start */
+    CHECK_GRAD(r, f_narrow, ARG(.dim = 0, .start = 0, .end = 2), 0, x);  /* the whole dim */
+    CHECK_GRAD(r, f_narrow, ARG(.dim = 2, .start = 1, .end = 1), 0, x);
+    CHECK_GRAD(r, f_narrow, ARG(.dim = 1, .start = 5, .end = 0), 0, x); /* empty */
+}
+
+static void case_gather(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 3, 4), *y = D64(r, -1, 1, 2, 3, 4);
+    /* repeated entries (their gradients sum), more entries along dim than x has */
+    const int64_t v1[10] = {3, 0, 3, 1, 3, 2, 2, 0, 1, 2};
+    CHECK_GRAD(r, f_gather, ARG(.dim = 1, .idx = index_in(r->ctx, SG_I64, 2, (int64_t[]){2, 5}, v1)), 0, x);
+    CHECK_GRAD(r, f_gather, ARG(.dim = -1, .idx = index_in(r->ctx, SG_I32, 2, (int64_t[]){3, 3}, v1)), 0, x);
+    const int64_t v0[8] = {2, 0, 1, 2, 2, 2, 0, 1};
+    CHECK_GRAD(r, f_gather, ARG(.dim = 0, .idx = index_in(r->ctx, SG_I32, 2, (int64_t[]){4, 2}, v0)), 0, x);
+    const int64_t v3[12] = {1, 0, 2, 2, 2, 1, 0, 0, 1, 2, 1, 0};
+    for (int dim = 0; dim < 3; dim++) {
+        int64_t v[12];
+        for (int k = 0; k < 12; k++) v[k] = v3[k] % sg_tensor_dim(y, dim);
+        sg_tensor *idx = index_in(r->ctx, SG_I64, 3, (int64_t[]){2, 2, 3}, v);
+        CHECK_GRAD(r, f_gather, ARG(.dim = dim, .idx = idx), 0, y);
+    }
+    CHECK_GRAD(r, f_gather, ARG(.dim = 0, .idx = index_in(r->ctx, SG_I64, 1, (int64_t[]){4}, v0)), 0,
+               D64(r, -1, 1, 3)); /* 1-D */
+}
+
+static void case_dropout(case_run *r)
+{
+    const double ps[3] = {0.3, 0.6, 1.0};
+    for (int k = 0; k < 3; k++) {
+        dropout_args a = {.p = ps[k]};
+        memcpy(a.rng, r->ctx->rng, sizeof a.rng);
+        CHECK_GRAD(r, f_dropout, &a, 0, D64(r, -1, 1, 4, 5));
+        sg_rand_u64(r->ctx); /* the next check: another state, another mask */
+    }
+}
+
+static void case_layer_norm(case_run *r)
+{
+    sg_tensor *x = D64(r, -1, 1, 3, 5), *w = D64(r, 0.5, 1.5, 5), *b = D64(r, -1, 1, 5);
+    CHECK_GRAD(r, f_layer_norm, ARG(.n = 3, .s = 1e-5), 0, x, w, b);
+    CHECK_GRAD(r, f_layer_norm, ARG(.n = 1, .s = 1e-5), 0, x, w);
+    CHECK_GRAD(r, f_layer_norm, ARG(.n = 2, .s = 0.1), 0, x, b);
+    CHECK_GRAD(r, f_layer_norm, ARG(.n = 0, .s = 1e-5), 0, D64(r, -1, 1, 2, 2, 4));
+    CHECK_GRAD(r, f_layer_norm, ARG(.n = 3, .s = 1e-5), 0, D64(r, -1, 1, 2, 2, 4), D64(r, 0.5, 1.5, 4),
+               constant(D64(r, -1, 1, 4)));
+}
+
 typedef struct {
     const char *op; /* an ops.def entry's fn */
     void (*run)(case_run *r);
@@ -623,6 +812,9 @@ static const op_case cases[] = {
     {"sub", case_sub},
     {"mul", case_mul},
     {"div", case_div},
+    {"maximum", case_maximum},
+    {"minimum", case_minimum},
+    {"where", case_where},
     {"scale", case_scale},
     {"matmul", case_matmul},
     {"rowdot", case_rowdot},
@@ -630,19 +822,32 @@ static const op_case cases[] = {
     {"mean", case_mean},
     {"sum_dim", case_sum_dim},
     {"mean_dim", case_mean_dim},
+    {"norm_dim", case_norm_dim},
+    {"logsumexp_dim", case_logsumexp_dim},
+    {"max_dim", case_max_dim},
     {"relu", case_relu},
     {"sigmoid", case_sigmoid},
     {"tanh", case_tanh},
     {"exp", case_exp},
     {"log", case_log},
     {"log_sigmoid", case_log_sigmoid},
+    {"abs", case_abs},
+    {"sqrt", case_sqrt},
+    {"pow", case_pow},
+    {"clamp", case_clamp},
+    {"sin", case_sin},
+    {"cos", case_cos},
     {"softmax", case_softmax},
     {"log_softmax", case_log_softmax},
     {"cross_entropy", case_cross_entropy},
     {"bce_with_logits", case_bce_with_logits},
+    {"dropout", case_dropout},
+    {"layer_norm", case_layer_norm},
     {"reshape", case_reshape},
     {"transpose", case_transpose},
     {"concat", case_concat},
+    {"narrow", case_narrow},
+    {"gather", case_gather},
     {"embedding", case_embedding},
     {"embedding_bag", case_embedding_bag},
     {"index_select", case_index_select},

@@ -1,67 +1,52 @@
-/* Binary elementwise ops with numpy broadcasting (add, sub, mul, div) and scale.
+/* Binary elementwise ops with numpy broadcasting (add, sub, mul, div, maximum, minimum),
+ * scale, and the broadcasting rule (sg__bcast, ops.h) that sg_where shares.
  *
  * Invariants: both operands are dense with one dtype (COO + COO addition is handed to
  * sparse_ops.c; a COO operand added to a dense one is densified first); the output has the
- * broadcast shape. A backward reduces an input's gradient over the dims the input was
+ * broadcast shape. maximum and minimum return a NaN operand and split the gradient of a
+ * tie half and half, as PyTorch does. A backward reduces an input's gradient over the dims the input was
  * stretched along by summing in output order on one thread, and writes it elementwise in
  * parallel when the input was not stretched, so the result never depends on the thread
  * count. */
 #include "ops/ops.h"
 
-typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV } bin_kind;
-static const char *const bin_names[] = {"sg_add", "sg_sub", "sg_mul", "sg_div"};
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN } bin_kind;
+static const char *const bin_names[] = {"sg_add", "sg_sub",     "sg_mul",
+                                        "sg_div", "sg_maximum", "sg_minimum"};
 
-/* The broadcast output shape, padded on the left to 4 dims (d), and each operand's element
- * strides over that padded index (0 along stretched dims). */
-typedef struct {
-    int ndim;
-    int64_t shape[SG_MAX_DIMS];
-    int64_t d[4];
-    int64_t st[2][4];
-    int64_t numel;
-} bcast;
-
-static bool bcast_init(bcast *bc, const sg_tensor *a, const sg_tensor *b)
+/* Broadcasting (ops.h): the output shape padded to 4 dims and the operands' strides. */
+bool sg__bcast_init(sg__bcast *bc, int n, sg_tensor *const *in)
 {
-    const sg_tensor *in[2] = {a, b};
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int nd = 0;
+    for (int k = 0; k < n; k++) nd = in[k]->ndim > nd ? in[k]->ndim : nd;
     bc->ndim = nd;
     for (int p = 0; p < 4; p++) {
         int q = p - (4 - nd); /* output dim, < 0 in the padding */
-        int64_t size[2], stride[2];
-        for (int k = 0; k < 2; k++) {
+        bc->d[p] = 1;
+        for (int k = 0; k < n; k++) {
             int qk = q - (nd - in[k]->ndim);
-            size[k] = qk >= 0 ? in[k]->shape[qk] : 1;
-            stride[k] = (qk >= 0 && size[k] != 1) ? sg__prod(in[k]->shape, qk + 1, in[k]->ndim)
-                                                  : 0;
+            int64_t size = qk >= 0 ? in[k]->shape[qk] : 1;
+            if (size != 1 && bc->d[p] != 1 && size != bc->d[p]) return false;
+            if (size != 1) bc->d[p] = size;
+            bc->st[k][p] = size != 1 ? sg__prod(in[k]->shape, qk + 1, in[k]->ndim) : 0;
         }
-        if (size[0] != size[1] && size[0] != 1 && size[1] != 1) return false;
-        bc->d[p] = size[0] == 1 ? size[1] : size[0];
-        bc->st[0][p] = stride[0];
-        bc->st[1][p] = stride[1];
         if (q >= 0) bc->shape[q] = bc->d[p];
     }
     bc->numel = bc->d[0] * bc->d[1] * bc->d[2] * bc->d[3];
-    if (a->numel == bc->numel && b->numel == bc->numel) { /* no stretching: one flat row */
-        for (int p = 0; p < 3; p++) bc->d[p] = 1, bc->st[0][p] = bc->st[1][p] = 0;
+    bool stretched = false;
+    for (int k = 0; k < n; k++) stretched |= in[k]->numel != bc->numel;
+    if (!stretched) { /* one flat row */
+        for (int p = 0; p < 3; p++) {
+            bc->d[p] = 1;
+            for (int k = 0; k < n; k++) bc->st[k][p] = 0;
+        }
         bc->d[3] = bc->numel;
-        bc->st[0][3] = bc->st[1][3] = 1;
+        for (int k = 0; k < n; k++) bc->st[k][3] = 1;
     }
     return true;
 }
 
-/* Offset of operand k's element at the start of padded output row r (a row = last dim). */
-static inline int64_t row_off(const bcast *bc, int k, int64_t r)
-{
-    int64_t i2 = r % bc->d[2];
-    r /= bc->d[2];
-    int64_t i1 = r % bc->d[1];
-    int64_t i0 = r / bc->d[1];
-    return i0 * bc->st[k][0] + i1 * bc->st[k][1] + i2 * bc->st[k][2];
-}
-
-/* True when t fills the output shape (no dim of t is stretched). */
-static bool bcast_full(const bcast *bc, const sg_tensor *t)
+bool sg__bcast_full(const sg__bcast *bc, const sg_tensor *t)
 {
     /* shapes, not element counts: with an empty output every operand has as many */
     if (t->ndim != bc->ndim) return false;
@@ -77,7 +62,7 @@ static bool bcast_full(const bcast *bc, const sg_tensor *t)
 typedef enum { BIN_GRAD_ACCUM, BIN_GRAD_SET, BIN_GRAD_SET_BOTH } bin_grad_mode;
 
 typedef struct {
-    const bcast *bc;
+    const sg__bcast *bc;
     sg_dtype dtype;
     bin_kind kind;
     const void *a, *b;
@@ -102,8 +87,8 @@ typedef struct {
 /* Applies EXPR (of xv, yv) to columns [j0, j1) of row r, unit-stride loop when possible. */
 #define BIN_ROW(EXPR)                                                            \
     do {                                                                         \
-        const T *x = A + row_off(bc, 0, r);                                      \
-        const T *y = B + row_off(bc, 1, r);                                      \
+        const T *x = A + sg__bcast_row_off(bc, 0, r);                            \
+        const T *y = B + sg__bcast_row_off(bc, 1, r);                            \
         T *o = O + r * n3;                                                       \
         if (sa == 1 && sb == 1) {                                                \
             for (int64_t j = j0; j < j1; j++) {                                  \
@@ -123,7 +108,7 @@ typedef struct {
 static void bin_fwd(void *ud, int64_t lo, int64_t hi)
 {
     const bin_job *J = ud;
-    const bcast *bc = J->bc;
+    const sg__bcast *bc = J->bc;
     const int64_t n3 = bc->d[3], sa = bc->st[0][3], sb = bc->st[1][3];
     SG__DISPATCH_FLOAT(J->dtype, T, {
         const T *A = J->a;
@@ -134,6 +119,8 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
         case BIN_SUB: BIN_WALK(lo, hi, BIN_ROW(xv - yv)) break;
         case BIN_MUL: BIN_WALK(lo, hi, BIN_ROW(xv * yv)) break;
         case BIN_DIV: BIN_WALK(lo, hi, BIN_ROW(xv / yv)) break;
+        case BIN_MAX: BIN_WALK(lo, hi, BIN_ROW(xv > yv || xv != xv ? xv : yv)) break;
+        case BIN_MIN: BIN_WALK(lo, hi, BIN_ROW(xv < yv || xv != xv ? xv : yv)) break;
         }
     });
 }
@@ -154,9 +141,9 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
  * a uniform gradient is one value gu (no pass over a filled tensor). */
 #define BIN_GRAD_ROW_OP(OP, EXPR)                                                \
     do {                                                                         \
-        const T *x = A + row_off(bc, 0, r);                                      \
-        const T *y = B + row_off(bc, 1, r);                                      \
-        T *dr = D + row_off(bc, J->which, r);                                    \
+        const T *x = A + sg__bcast_row_off(bc, 0, r);                            \
+        const T *y = B + sg__bcast_row_off(bc, 1, r);                            \
+        T *dr = D + sg__bcast_row_off(bc, J->which, r);                          \
         if (J->g_uniform) {                                                      \
             if (sa == 1 && sb == 1 && sd == 1)                                   \
                 BIN_GRAD_COLS(OP, EXPR, gu, x[j], y[j], dr[j])                   \
@@ -188,7 +175,7 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
 static void bin_grad(void *ud, int64_t lo, int64_t hi)
 {
     const bin_job *J = ud;
-    const bcast *bc = J->bc;
+    const sg__bcast *bc = J->bc;
     const int64_t n3 = bc->d[3], sa = bc->st[0][3], sb = bc->st[1][3];
     const int64_t sd = bc->st[J->which][3];
     SG__DISPATCH_FLOAT(J->dtype, T, {
@@ -196,12 +183,19 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
         const T *B = J->b;
         const T *G = J->g;
         const T gu = J->g_uniform ? G[0] : (T)0;
+        const T zero = 0;
         T *D = J->dst;
         switch (J->kind) {
         case BIN_ADD: BIN_GRAD_TERMS(gv, gv) break;
         case BIN_SUB: BIN_GRAD_TERMS(gv, -gv) break;
         case BIN_MUL: BIN_GRAD_TERMS(gv * yv, gv * xv) break;
         case BIN_DIV: BIN_GRAD_TERMS(gv / yv, -gv * xv / (yv * yv)) break;
+        /* PyTorch's rule: the gradient, halved at a tie, masked to 0 where the operand
+         * loses (neither loses when one is NaN) */
+        case BIN_MAX: BIN_GRAD_TERMS((xv < yv ? zero : xv == yv ? gv / 2 : gv),
+                                     (xv > yv ? zero : xv == yv ? gv / 2 : gv)) break;
+        case BIN_MIN: BIN_GRAD_TERMS((xv > yv ? zero : xv == yv ? gv / 2 : gv),
+                                     (xv < yv ? zero : xv == yv ? gv / 2 : gv)) break;
         }
     });
 }
@@ -211,11 +205,11 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
  * whole gradient of that tensor in one buffer. An operand of the output's shape gets one
  * term per element, written in one parallel pass; a broadcast one sums its terms on one
  * thread, in output order (so the sum does not depend on the thread count). */
-static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *gout, int which,
+static sg_tensor *bin_input_grad(sg_node *n, const sg__bcast *bc, const sg_tensor *gout, int which,
                                  bool both)
 {
     sg_tensor *x = n->in[which];
-    const bool full = bcast_full(bc, x);
+    const bool full = sg__bcast_full(bc, x);
     sg_tensor *g = sg__tmp_like(x, !full);
     if (!g) return NULL;
     bin_job J = {bc, gout->dtype, (bin_kind)n->iarg[0], n->in[0]->data, n->in[1]->data,
@@ -234,8 +228,8 @@ static sg_tensor *bin_input_grad(sg_node *n, const bcast *bc, const sg_tensor *g
 
 static int bin_backward(sg_node *n, sg_tensor *gout)
 {
-    bcast bc;
-    bcast_init(&bc, n->in[0], n->in[1]);
+    sg__bcast bc;
+    sg__bcast_init(&bc, 2, n->in);
     bin_kind kind = (bin_kind)n->iarg[0];
     if (n->in[0] == n->in[1]) { /* op(x, x): one buffer, one accumulation */
         sg_tensor *x = n->in[0];
@@ -246,7 +240,7 @@ static int bin_backward(sg_node *n, sg_tensor *gout)
     for (int k = 0; k < 2; k++) {
         sg_tensor *x = n->in[k];
         if (!sg__wants_grad(x)) continue;
-        if (bcast_full(&bc, x) && (kind == BIN_ADD || (kind == BIN_SUB && k == 0))) {
+        if (sg__bcast_full(&bc, x) && (kind == BIN_ADD || (kind == BIN_SUB && k == 0))) {
             int rc = sg__accum_grad(x, gout, false);
             if (rc != SG_OK) return rc;
             continue;
@@ -276,8 +270,8 @@ static sg_tensor *binary(bin_kind kind, sg_tensor *a, sg_tensor *b)
     if (!sg__op_check_pair(op, a, b) || !sg__op_check_float(op, a) || !sg__op_check_float(op, b))
         return NULL;
     sg_ctx *ctx = a->ctx;
-    bcast bc;
-    if (!bcast_init(&bc, a, b)) {
+    sg__bcast bc;
+    if (!sg__bcast_init(&bc, 2, (sg_tensor *[]){a, b})) {
         char sa[96], sb[96];
         return sg__fail(ctx, SG_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", op,
                         sg__shape_str(a, sa, sizeof sa), sg__shape_str(b, sb, sizeof sb));
@@ -301,6 +295,8 @@ sg_tensor *sg_add(sg_tensor *a, sg_tensor *b) { return binary(BIN_ADD, a, b); }
 sg_tensor *sg_sub(sg_tensor *a, sg_tensor *b) { return binary(BIN_SUB, a, b); }
 sg_tensor *sg_mul(sg_tensor *a, sg_tensor *b) { return binary(BIN_MUL, a, b); }
 sg_tensor *sg_div(sg_tensor *a, sg_tensor *b) { return binary(BIN_DIV, a, b); }
+sg_tensor *sg_maximum(sg_tensor *a, sg_tensor *b) { return binary(BIN_MAX, a, b); }
+sg_tensor *sg_minimum(sg_tensor *a, sg_tensor *b) { return binary(BIN_MIN, a, b); }
 
 /* ---------------------------------------------------------------- scale */
 
