@@ -814,6 +814,29 @@ SG_API int sg_optim_set_steps(sg_optim *opt, int64_t steps);
 SG_API int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param);
 SG_API sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i,
                           const char **name);
+/* Exact lazy SGD's learning-rate history of param (for saving and restoring the state
+ * outside a checkpoint, e.g. Python's state_dict): the learning rates of param's steps
+ * since its rows were last all brought up to date, as runs: run i holds from param's step
+ * start[i] until the next run's start. The rows behind ("last_step" < "step") need them
+ * to catch up. Writes min(n, cap) runs to start and lr (NULL with cap 0) and returns n: 0
+ * for the other optimizers and for SGD without momentum and weight decay; -1 for opt NULL
+ * or a param not registered with opt (SG_ERR_STATE recorded). */
+SG_API int64_t sg_optim_lr_runs(const sg_optim *opt, const sg_tensor *param, int64_t *start,
+                                double *lr, int64_t cap);
+/* Restores param's history to the n runs given (start[] ascending and >= 1, lr[] finite
+ * and >= 0; copied) after its "last_step" and "step" state tensors have been written
+ * (through sg_optim_state), and recomputes from them which rows are behind. SG_ERR_STATE
+ * for a param not registered with opt or an optimizer that keeps no history (then n must
+ * be 0: SG_OK), SG_ERR_ARG for runs out of order or out of range, a "last_step" outside
+ * [0, "step"], or n == 0 while a row is behind; SG_ERR_NOMEM. Nothing changes on error. */
+SG_API int sg_optim_set_lr_runs(sg_optim *opt, sg_tensor *param, const int64_t *start,
+                                const double *lr, int64_t n);
+/* Drops the stored gradients of opt's parameters (PyTorch's zero_grad): each reads as none
+ * (sg_tensor_grad NULL) and leaves the gradient store, so that a later backward starts
+ * from zero and a step skips the parameter; other leaves keep theirs. The tape, its
+ * tensors and the step arena (the memory of the dropped gradients included) stay until
+ * sg_tape_reset. O(gradients in the store). SG_ERR_NULL for opt NULL. */
+SG_API int sg_optim_zero_grad(sg_optim *opt);
 
 /* Clipping over every gradient in ctx's store (dense and COO), applied in place of the
  * gradients (a gradient that is not ours to modify is replaced by a modified copy; a COO

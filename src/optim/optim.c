@@ -361,6 +361,88 @@ sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i, co
     return ps->state[i];
 }
 
+int64_t sg_optim_lr_runs(const sg_optim *opt, const sg_tensor *param, int64_t *start, double *lr,
+                         int64_t cap)
+{
+    if (!opt) return -1;
+    sg__pstate *ps = state_of(opt, param);
+    if (!ps) {
+        sg__failc(opt->ctx, SG_ERR_STATE, "%s: lr_runs of a tensor that is not one of its parameters",
+                  opt->name);
+        return -1;
+    }
+    if (!ps->last) return 0;
+    for (int64_t i = 0; i < ps->n_runs && i < cap; i++) {
+        start[i] = ps->runs[i].start;
+        lr[i] = ps->runs[i].lr;
+    }
+    return ps->n_runs;
+}
+
+int sg_optim_set_lr_runs(sg_optim *opt, sg_tensor *param, const int64_t *start, const double *lr,
+                         int64_t n)
+{
+    if (!opt) return SG_ERR_NULL;
+    sg_ctx *ctx = opt->ctx;
+    sg__pstate *ps = state_of(opt, param);
+    if (!ps)
+        return sg__failc(ctx, SG_ERR_STATE, "%s: set_lr_runs of a tensor that is not one of its parameters",
+                         opt->name);
+    if (!ps->last) {
+        if (n == 0) return SG_OK;
+        return sg__failc(ctx, SG_ERR_STATE, "%s: this optimizer keeps no learning-rate history", opt->name);
+    }
+    if (n < 0 || (n > 0 && (!start || !lr)))
+        return sg__failc(ctx, SG_ERR_ARG, "%s: set_lr_runs: %lld runs", opt->name, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (start[i] < 1 || (i && start[i] <= start[i - 1]) || !valid_lr(lr[i]))
+            return sg__failc(ctx, SG_ERR_ARG,
+                             "%s: set_lr_runs: run %lld (start %lld, lr %g) out of order or range",
+                             opt->name, (long long)i, (long long)start[i], lr[i]);
+    const int64_t s = *ps->step;
+    bool behind = false;
+    for (int64_t r = 0; r < ps->rows; r++) {
+        if (ps->last[r] < 0 || ps->last[r] > s)
+            return sg__failc(ctx, SG_ERR_ARG, "%s: last_step[%lld] = %lld is outside [0, step %lld]",
+                             opt->name, (long long)r, (long long)ps->last[r], (long long)s);
+        behind |= ps->last[r] < s;
+    }
+    if (behind && n == 0)
+        return sg__failc(ctx, SG_ERR_ARG, "%s: rows are behind but no learning-rate runs were given",
+                         opt->name);
+    sg__lr_run *runs = NULL;
+    if (n > 0) {
+        runs = sg__malloc(ctx, (size_t)n * sizeof *runs);
+        if (!runs) return SG_ERR_NOMEM;
+        for (int64_t i = 0; i < n; i++) runs[i] = (sg__lr_run){start[i], lr[i]};
+    }
+    sg__free(ctx, ps->runs);
+    ps->runs = runs;
+    ps->n_runs = ps->cap_runs = n;
+    ps->lagging = behind;
+    return SG_OK;
+}
+
+int sg_optim_zero_grad(sg_optim *opt)
+{
+    if (!opt) return SG_ERR_NULL;
+    sg_ctx *ctx = opt->ctx;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ctx->store_len; i++) { /* one pass, the others keep their order */
+        sg_tensor *p = ctx->store[i];
+        if (!state_of(opt, p)) {
+            ctx->store[kept++] = p;
+            continue;
+        }
+        p->grad = NULL;
+        p->grad_owned = false;
+        p->rows_unique_lb = 0;
+        p->in_store = false;
+    }
+    ctx->store_len = kept;
+    return SG_OK;
+}
+
 /* ---- planning: everything a parameter's update needs, allocated before any write */
 
 /* Plans a step keeps on the stack (more come from the step arena). */
