@@ -1,8 +1,12 @@
 """Finds and loads libsgrad.so and declares the C signatures the package calls.
 
-Search order: the SGRAD_LIBRARY environment variable (a path to the .so), the build tree of
-the repository this package sits in (build/libsgrad.so), then the loader's own search (an
-installed prefix: ctypes.util.find_library, then plain "libsgrad.so" / "libsgrad.so.0").
+Search order: the SGRAD_LIBRARY environment variable (a path to the .so; an explicit choice,
+not second-guessed: nothing else is tried), the libsgrad.so inside this package's directory
+(an installed package: `pip install ./python` builds it with CMake and puts it there), the
+build tree of the repository this package sits in (build/libsgrad.so, as `make python`
+builds it, for PYTHONPATH=python), then the loader's own search (an installed prefix:
+ctypes.util.find_library, then plain "libsgrad.so" / "libsgrad.so.0"). `path` is what was
+loaded (a file path, or the bare name handed to the loader).
 
 The library is loaded with ctypes.CDLL, which releases the GIL for the duration of every
 foreign call, so other Python threads run while a long C call (a step, a backward) works.
@@ -22,8 +26,11 @@ def _candidates():
     if env:
         yield env
         return  # an explicit choice is not second-guessed
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    yield os.path.join(repo, "build", "libsgrad.so")
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(pkg, "libsgrad.so")  # installed by pip (setup.py copies it here)
+    repo = os.path.dirname(os.path.dirname(pkg))
+    if os.path.exists(os.path.join(repo, "CMakeLists.txt")):  # python/sgrad of a checkout
+        yield os.path.join(repo, "build", "libsgrad.so")
     found = ctypes.util.find_library("sgrad")
     if found:
         yield found
@@ -38,14 +45,17 @@ def _load():
             tried.append(path + " (absent)")
             continue
         try:
-            return ctypes.CDLL(path)
+            return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{path} ({e})")
-    raise ImportError("sgrad: cannot load libsgrad.so; build it with `make python` or set "
-                      "SGRAD_LIBRARY to its path. Tried: " + "; ".join(tried))
+    raise ImportError("sgrad: cannot load libsgrad.so; install the package with "
+                      "`pip install --no-index --no-build-isolation ./python` (builds the "
+                      "library into it), or from a checkout build it with `make python` "
+                      "(build/libsgrad.so, with PYTHONPATH=python), or set SGRAD_LIBRARY to "
+                      "its path. Tried: " + "; ".join(tried))
 
 
-lib = _load()
+lib, path = _load()  # path: the file (or loader name) that was loaded
 
 
 class CtxOpts(ctypes.Structure):
@@ -182,6 +192,13 @@ _SIGNATURES = {
     "sg_optim_steps": (c_int64, [P]),
     "sg_optim_state_count": (c_int, [P, P]),
     "sg_optim_state": (P, [P, P, c_int, ctypes.POINTER(c_char_p)]),
+    "sg_optim_param": (P, [P, c_int64]),
+    "sg_optim_set_steps": (c_int, [P, c_int64]),
+    "sg_optim_lr_runs": (c_int64, [P, P, I64P, ctypes.POINTER(c_double), c_int64]),
+    "sg_optim_set_lr_runs": (c_int, [P, P, I64P, ctypes.POINTER(c_double), c_int64]),
+    "sg_optim_zero_grad": (c_int, [P]),
+    "sg_grads_count": (c_int64, [P]),
+    "sg_grads_param": (P, [P, c_int64]),
     "sg_clip_grad_norm": (c_int, [P, c_double, ctypes.POINTER(c_double)]),
     "sg_clip_grad_value": (c_int, [P, c_double]),
     "sg_wordvec_write": (c_int, [c_char_p, P, ctypes.POINTER(c_char_p), c_int]),
@@ -197,13 +214,23 @@ _SIGNATURES = {
     "sg_wordvec_dim": (c_int64, [P]),
     "sg_wordvec_word": (c_char_p, [P, c_int64]),
     "sg_wordvec_vectors": (P, [P]),
+    "sg_pow": (P, [P, c_double]),
+    "sg_clamp": (P, [P, ctypes.POINTER(c_double), ctypes.POINTER(c_double)]),
+    "sg_where": (P, [P, P, P]),
+    "sg_gather": (P, [P, c_int, P]),
+    "sg_narrow": (P, [P, c_int, c_int64, c_int64]),
+    "sg_norm_dim": (P, [P, c_double, c_int, c_int]),
+    "sg_logsumexp_dim": (P, [P, c_int, c_int]),
+    "sg_max_dim": (P, [P, c_int, c_int, ctypes.POINTER(c_void_p)]),
+    "sg_dropout": (P, [P, c_double, c_int]),
+    "sg_layer_norm": (P, [P, c_int64, P, P, c_double]),
 }
 # Binary and unary ops share two signatures.
 for _name in ("add", "sub", "mul", "div", "matmul", "rowdot", "cross_entropy",
-              "bce_with_logits", "sparse_mask"):
+              "bce_with_logits", "sparse_mask", "maximum", "minimum"):
     _SIGNATURES["sg_" + _name] = (P, [P, P])
 for _name in ("sum", "mean", "relu", "sigmoid", "tanh", "exp", "log", "log_sigmoid",
-              "to_dense"):
+              "to_dense", "abs", "sqrt", "cos", "sin"):
     _SIGNATURES["sg_" + _name] = (P, [P])
 
 for _name, (_res, _args) in _SIGNATURES.items():
