@@ -17,6 +17,7 @@ from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all
 from .autograd import clip_grad_norm, clip_grad_value, gradcheck
 from . import optim  # noqa: F401
+from . import nn  # noqa: F401
 from .word2vec import Word2Vec, KeyedVectors
 from .checkpoint import save_checkpoint, load_checkpoint, read_checkpoint_meta
 from .plot import plot_training
@@ -25,6 +26,6 @@ from . import fasttext  # noqa: F401
 __version__ = lib.sg_version().decode()
 
 __all__ = (["Context", "default_context", "no_grad", "Tensor", "from_numpy", "coo",
-            "clip_grad_norm", "clip_grad_value", "gradcheck", "optim", "Word2Vec",
+            "clip_grad_norm", "clip_grad_value", "gradcheck", "optim", "nn", "Word2Vec",
             "KeyedVectors", "save_checkpoint", "load_checkpoint", "read_checkpoint_meta",
             "plot_training", "fasttext"] + _errors_all + _ops_all)

@@ -11,9 +11,15 @@ from .tensor import Tensor, _ctx_of
 __all__ = ["clip_grad_norm", "clip_grad_value", "gradcheck"]
 
 
-def clip_grad_norm(max_norm, ctx=None):
-    """Scales every gradient in ctx's store so that their global L2 norm is at most
-    max_norm (sg_clip_grad_norm); returns the norm before clipping."""
+def clip_grad_norm(max_norm: float, ctx: Optional[Context] = None) -> float:
+    """Scales every gradient in ``ctx``'s gradient store (default: ``default_context()``),
+    dense and COO, in place so that their global L2 norm is at most ``max_norm``
+    (by max_norm / (norm + 1e-6) when over it), and returns the norm before clipping as a
+    float (sg_clip_grad_norm). Where PyTorch's ``clip_grad_norm_`` takes the parameters,
+    this clips every gradient of the Context, i.e. of the current step (call it between
+    backward and the optimizer step). ArgumentError (a ValueError) for a negative or NaN
+    max_norm, InvalidValueError (a ValueError, gradients unchanged) when the norm is not
+    finite."""
     ctx = ctx or default_context()
     total = ctypes.c_double()
     rc = lib.sg_clip_grad_norm(ctx._handle(), float(max_norm), ctypes.byref(total))
@@ -22,19 +28,31 @@ def clip_grad_norm(max_norm, ctx=None):
     return total.value
 
 
-def clip_grad_value(clip, ctx=None):
+def clip_grad_value(clip: float, ctx: Optional[Context] = None) -> None:
+    """Clamps every element of every gradient in ``ctx``'s gradient store (default:
+    ``default_context()``), dense and COO (summed duplicates), to [-clip, clip] in place
+    (sg_clip_grad_value). Where PyTorch's ``clip_grad_value_`` takes the parameters, this
+    clips every gradient of the Context, i.e. of the current step (call it between backward
+    and the optimizer step). ArgumentError (a ValueError) for a negative clip."""
     ctx = ctx or default_context()
     rc = lib.sg_clip_grad_value(ctx._handle(), float(clip))
     if rc:
         _raise(ctx._ptr, "clip_grad_value", rc)
 
 
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, masked=False, raise_exception=True):
-    """sg_gradcheck: the Jacobian of ``fn(*inputs)`` by backward against central
-    differences. inputs: persistent float64 tensors (dense or COO) that require grad, all of
-    one Context (else ArgumentError).
-    Returns True, or raises GradcheckError with the worst mismatch (False with
-    raise_exception=False). Resets the tape (step tensors of this step die)."""
+def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-3, masked: bool = False,
+              raise_exception: bool = True) -> bool:
+    """Checks the gradients of ``fn(*inputs)`` (a function returning a Tensor) against
+    central finite differences, as ``torch.autograd.gradcheck`` (sg_gradcheck): the
+    Jacobian by backward must match the numerical one within ``atol + rtol * |numerical|``.
+    ``inputs``: persistent float64 tensors (dense or COO) that require grad, all of one
+    Context (else ArgumentError, a ValueError); ``masked``: for COO inputs, perturb only
+    their stored entries (backward must then give 0 elsewhere). Returns True, or raises
+    GradcheckError (an AssertionError) naming the worst mismatch (returns False instead
+    with ``raise_exception=False``); an exception raised by ``fn`` propagates. Unlike
+    PyTorch, it resets the tape: step tensors of the current step die and stored
+    gradients are dropped."""
     ctx = _ctx_of(*inputs)
     errors = []
 

@@ -11,7 +11,7 @@ import contextlib
 import ctypes
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
@@ -101,8 +101,9 @@ class Context:
         """The number of nodes on the tape since the last reset."""
         return lib.sg_tape_nodes(self._handle())
 
-    def mem_stats(self) -> dict:
-        """Bytes held by the context: ``bytes_in_use``, ``peak_bytes``, ``arena_bytes``."""
+    def mem_stats(self) -> Dict[str, int]:
+        """Bytes held by the context, as {name: int}: ``bytes_in_use``, ``peak_bytes``,
+        ``arena_bytes`` (the step arena that tape tensors live in)."""
         s = lib.sg_ctx_mem_stats(self._handle())
         return {"bytes_in_use": s.bytes_in_use, "peak_bytes": s.peak_bytes,
                 "arena_bytes": s.arena_bytes}
@@ -130,27 +131,36 @@ class Context:
                           "after each optimizer step, or memory keeps growing",
                           ResourceWarning, stacklevel=3)
 
-    def no_grad(self):
-        """A ``with`` block in which this context's ops record nothing."""
+    def no_grad(self) -> ContextManager[None]:
+        """A context manager for a ``with`` block in which this Context's ops record nothing
+        on the tape (inference), as ``torch.no_grad()``; ``sgrad.no_grad()`` does it for
+        every live Context."""
         return no_grad(self)
 
-    def tensor(self, data, requires_grad: bool = False, dtype=None) -> "Tensor":
-        """A persistent dense tensor holding a copy of ``data`` (array-like; dtype: the
-        array's if it is float32/float64/int32/int64, int64 for other integers, or the one
-        given; float16, bool and the like raise DtypeError)."""
+    def tensor(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> "Tensor":
+        """A persistent dense tensor of this Context holding a copy of ``data`` (any
+        array-like), as ``torch.tensor``. dtype: the one given, else the array's if it is
+        float32/float64/int32/int64, int64 for other integers (Python floats give float64,
+        where PyTorch gives float32); float16, bool and the like raise DtypeError (a
+        TypeError), and so does ``requires_grad`` on an integer tensor."""
         from .tensor import Tensor
         a = as_supported(np.asarray(data), dtype)
         return Tensor._wrap_array(self, np.array(a, order="C", copy=True), requires_grad)
 
-    def zeros(self, shape, dtype=np.float64, requires_grad: bool = False) -> "Tensor":
-        """A persistent dense tensor of zeros."""
+    def zeros(self, shape: Union[int, Sequence[int]], dtype: Any = np.float64,
+              requires_grad: bool = False) -> "Tensor":
+        """A persistent dense tensor of zeros of ``shape`` (an int or a tuple) and ``dtype``
+        (default float64, where PyTorch's default is float32); DtypeError (a TypeError) for
+        a dtype sgrad has no tensor for."""
         from .tensor import Tensor
         return Tensor._wrap_array(self, np.zeros(shape, dtype=supported_dtype(dtype)),
                                   requires_grad)
 
-    def uniform(self, shape, lo: float = -1.0, hi: float = 1.0, dtype=np.float64,
-                requires_grad: bool = False) -> "Tensor":
-        """A persistent tensor drawn from U[lo, hi) with the context's generator."""
+    def uniform(self, shape: Union[int, Sequence[int]], lo: float = -1.0, hi: float = 1.0,
+                dtype: Any = np.float64, requires_grad: bool = False) -> "Tensor":
+        """A persistent dense tensor of ``shape`` drawn from U[lo, hi) with the Context's
+        random generator (reproducible from its ``seed``); ``dtype`` float32 or float64
+        (default), an integer dtype raises DtypeError (a TypeError)."""
         t = self.zeros(shape, dtype)
         t.uniform_(lo, hi)
         return t.requires_grad_(requires_grad)

@@ -119,10 +119,13 @@ def _raise(ctxp, what: str, status: Optional[int] = None) -> NoReturn:
 
 def check_input_file(path, what: str) -> str:
     """``path`` as a str, or FileNotFoundError naming it when there is no such file (the
-    C library would report the same as an I/O error; Python code expects this one)."""
+    C library would report the same as an I/O error; Python code expects this one);
+    ValueError for a path holding a NUL character, as Python's open()."""
     p = os.fspath(path)
     if isinstance(p, bytes):
         p = os.fsdecode(p)
+    if "\0" in p:
+        raise ValueError(f"{what}: {p!r} holds a NUL character")
     if not os.path.exists(p):
         raise FileNotFoundError(errno.ENOENT, f"{what}: no such file", p)
     return p

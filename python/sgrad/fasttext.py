@@ -26,6 +26,7 @@ import numpy as np
 
 from ._program import find_program, run_program
 from .checkpoint import read_checkpoint_meta
+from .errors import check_input_file
 
 __all__ = ["train_supervised", "load_model", "FastText"]
 
@@ -94,7 +95,8 @@ class FastText:
 
     def test(self, path, k=1):
         """(N, P@k, R@k) over the labelled lines of the file at path, as
-        ``sgrad-fasttext test`` prints them."""
+        ``sgrad-fasttext test`` prints them. FileNotFoundError for a missing file."""
+        path = check_input_file(path, "test")
         out, _ = run_program([self._program, "test", self.path, os.fspath(path),
                               str(self._k(k))])
         fields = dict(line.split("\t") for line in out.splitlines() if "\t" in line)
@@ -134,6 +136,7 @@ def train_supervised(input, lr=0.1, dim=100, ws=5, epoch=5, minCount=1, minCount
     batch: examples per sgrad step (sgrad-fasttext's -batch; 1 is fastText's per-example
     SGD). The program's stderr (its progress at verbose 2) is kept in ``model.log``."""
     del ws, lrUpdateRate, t  # no flag: see the module's text
+    input = check_input_file(input, "train_supervised: input")
     prog = program or _find_program()
     if thread is None:
         thread = max(1, (os.cpu_count() or 2) - 1)

@@ -7,14 +7,20 @@ ctypes part: tools/plot_log.py loads it by path and runs where libsgrad.so is no
 loadable. A PNG is drawn by matplotlib, imported only when one is asked for."""
 import json
 import math
+import os
+from typing import Any, Dict, Iterable, List, Union
+
+_Path = Union[str, bytes, "os.PathLike"]
+_Records = Union[_Path, Iterable[Dict[str, Any]]]
 
 W, H = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 64, 64, 36, 48
 
 
-def read_records(path):
-    """The records of a JSON-lines log, in order; ValueError naming the line if one is not
-    JSON."""
+def read_records(path: _Path) -> List[Dict[str, Any]]:
+    """The records of a JSON-lines log (a ``-log FILE`` of sgrad-w2v or sgrad-fasttext), in
+    order, one dict a line (blank lines skipped); ValueError naming the line if one is not
+    JSON, FileNotFoundError for a missing file."""
     recs = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -28,7 +34,7 @@ def read_records(path):
     return recs
 
 
-def _with_loss(records_or_path):
+def _with_loss(records_or_path: _Records) -> List[Dict[str, Any]]:
     recs = (read_records(records_or_path) if isinstance(records_or_path, (str, bytes))
             or hasattr(records_or_path, "__fspath__") else list(records_or_path))
     recs = [r for r in recs if r.get("loss") is not None]  # the end record may have none
@@ -37,8 +43,9 @@ def _with_loss(records_or_path):
     return recs
 
 
-def nice_ticks(lo, hi, n=5):
-    """About n round tick values covering [lo, hi]."""
+def nice_ticks(lo: float, hi: float, n: int = 5) -> List[float]:
+    """About ``n`` round tick values (steps of 1, 2, 2.5 or 5 times a power of ten) within
+    [lo, hi], ascending."""
     span = hi - lo or abs(hi) or 1.0
     raw = span / n
     mag = 10 ** math.floor(math.log10(raw))
@@ -54,13 +61,14 @@ def nice_ticks(lo, hi, n=5):
     return ticks
 
 
-def _escape(text):
+def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;")
 
 
-def svg(recs, title):
-    """The SVG text for records that all carry a loss; polylines "loss" and "lr" hold one
-    point per record."""
+def svg(recs: List[Dict[str, Any]], title: str) -> str:
+    """The SVG document, as text, for records that all carry ``progress``, ``loss`` and
+    ``lr``: the loss against progress on the left axis, the learning rate dashed on the
+    right one; polylines "loss" and "lr" hold one point per record."""
     xs = [r["progress"] for r in recs]
     loss = [r["loss"] for r in recs]
     lr = [r["lr"] for r in recs]
@@ -107,7 +115,7 @@ def svg(recs, title):
     return "\n".join(out) + "\n"
 
 
-def _png(recs, title, out_path):
+def _png(recs: List[Dict[str, Any]], title: str, out_path: _Path) -> None:
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -128,7 +136,8 @@ def _png(recs, title, out_path):
     plt.close(fig)
 
 
-def plot_training(records_or_path, out_path, title="sgrad-w2v training"):
+def plot_training(records_or_path: _Records, out_path: _Path,
+                  title: str = "sgrad-w2v training") -> None:
     """Draws the records that carry a loss (a list of dicts, as Word2Vec.training_log, or
     the path of a -log file) to out_path: a PNG through matplotlib when out_path ends in
     .png (ImportError without it), else an SVG (standard library only). ValueError for

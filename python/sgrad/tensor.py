@@ -8,7 +8,8 @@
   ``numpy()`` is a copy.
 """
 import ctypes
-from typing import Optional, Tuple
+import weakref
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -20,15 +21,28 @@ from .errors import ArgumentError, DtypeError, LayoutError, ShapeError, StaleTen
 
 __all__ = ["Tensor", "from_numpy", "coo"]
 
+# What an op or a method accepts where a tensor is expected: a Tensor, or a numpy array or
+# Python number copied into a step tensor.
+_TensorLike = Union["Tensor", np.ndarray, float, int]
+
 
 class Tensor:
-    """A handle on a C tensor. Persistent tensors (made by a Context, from_numpy, coo)
-    live until ``free()`` or the Context's end; step tensors (op results, gradients) until
-    the next ``tape_reset``."""
+    """A handle on a C tensor, dense or COO, of dtype float32, float64, int32 or int64.
+
+    Persistent tensors (made by a Context, ``from_numpy``, ``coo``, ``nn.Parameter``) live
+    until ``free()`` or the Context's end; step tensors (op results, gradients) only until
+    the next ``ctx.tape_reset()`` (or ``optimizer.zero_grad()``), unlike PyTorch, where a
+    tensor lives as long as a reference to it. Any use of a dead handle (a step tensor after
+    the reset, a freed tensor, a tensor of a closed Context) raises
+    ``sgrad.StaleTensorError``; copy what you need with ``.numpy()`` first. Arithmetic
+    operators (``+ - * / @``, unary ``-``, ``**``, ``abs()``) and ``t[start:stop]`` (rows)
+    record on the tape as the functions of ``sgrad.ops`` do. Tensors are made by the
+    functions above, not by calling ``Tensor`` directly."""
 
     __array_priority__ = 1000  # ndarray op Tensor gives Tensor's reflected operator
 
-    def __init__(self, ctx, ptr, persistent, array=None, owner=None):
+    def __init__(self, ctx: Context, ptr: int, persistent: bool,
+                 array: Optional[np.ndarray] = None, owner: Any = None):
         self._ctx = ctx
         self._ptr = ptr
         self._persistent = persistent
@@ -36,14 +50,16 @@ class Tensor:
         self._array = array   # persistent dense: the numpy array that holds the data
         self._owner = owner   # something that keeps ptr alive (a parent COO, a wordvec)
         self._freed = False
+        self._dtype = None    # cached: a tensor's dtype never changes
+        # A persistent tensor of its own is freed when the last reference goes; step
+        # tensors die with the tape and need no finalizer (none keeps op calls cheap).
+        self._finalizer = (weakref.finalize(self, _free_persistent, ctx, ptr)
+                           if persistent and owner is None else None)
 
     @classmethod
     def _wrap_array(cls, ctx, a, requires_grad=False):
-        p = lib.sg_tensor_wrap(ctx._handle(), SG_OF[a.dtype], a.ndim, shape_arg(a.shape),
-                               a.ctypes.data)
-        if not p:
-            _raise(ctx._ptr, "sg_tensor_wrap")
-        t = cls(ctx, p, True, array=a)
+        t = cls.__new__(cls)
+        _wrap_new_array(t, ctx, a)
         return t.requires_grad_(requires_grad) if requires_grad else t
 
     def _h(self):
@@ -59,90 +75,117 @@ class Tensor:
                 % (self._generation, self._ctx._generation))
         return self._ptr
 
-    def free(self):
-        """Frees a persistent tensor now (sg_tensor_free; a parameter is unregistered from
-        its optimizer). Later use raises StaleTensorError. If the current step's tape
-        uses the tensor, the C tensor is freed at the next tape_reset instead."""
+    def free(self) -> None:
+        """Frees a persistent tensor's C memory now instead of when its last reference goes
+        (sg_tensor_free); a parameter is unregistered from its optimizer. Any later use
+        raises StaleTensorError; a second ``free()`` does nothing. If the current step's
+        tape uses the tensor, the C memory is released at the next tape_reset instead.
+        A ``from_numpy`` array stays valid (it is Python's). ArgumentError (a ValueError)
+        for a step tensor, which dies at tape_reset. PyTorch has no counterpart."""
         if not self._persistent:
             raise ArgumentError("free(): step tensors die at tape_reset", 7)
         if self._freed:
             return
         self._h()
         self._freed = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if any(r is self for r in self._ctx._step_refs):
             self._ctx._step_refs.append(_DeferredFree(self._ptr))
         else:
             lib.sg_tensor_free(self._ptr)
         self._ptr = None
 
-    def __del__(self):
-        try:
-            if (self._persistent and not self._freed and self._owner is None and self._ptr
-                    and self._ctx._ptr):
-                lib.sg_tensor_free(self._ptr)
-        except Exception:
-            pass
-
     # -- properties
     @property
-    def ctx(self):
+    def ctx(self) -> Context:
+        """The Context that owns this tensor: its memory, tape and gradient store (ops on
+        it record on that Context's tape)."""
         return self._ctx
 
     @property
-    def dtype(self):
-        return NP_OF[lib.sg_tensor_dtype(self._h())]
+    def dtype(self) -> np.dtype:
+        """The element type as a numpy dtype: float32, float64, int32 or int64 (PyTorch
+        gives ``torch.float32`` and the like; compare with ``np.float32`` here)."""
+        h = self._h()
+        if self._dtype is None:
+            self._dtype = NP_OF[lib.sg_tensor_dtype(h)]
+        return self._dtype
 
     @property
-    def layout(self):
+    def layout(self) -> str:
+        """``"dense"`` or ``"coo"`` (PyTorch's ``torch.strided`` and ``torch.sparse_coo``,
+        here as strings)."""
         return "coo" if lib.sg_tensor_layout(self._h()) == COO else "dense"
 
     @property
-    def is_sparse(self):
+    def is_sparse(self) -> bool:
+        """True for a COO tensor, False for a dense one (as PyTorch's)."""
         return lib.sg_tensor_layout(self._h()) == COO
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
+        """The dimensions as a tuple of ints (``()`` for a 0-d scalar); a COO tensor's is
+        the shape of the dense array it means. PyTorch gives a ``torch.Size``, also a
+        tuple."""
         h = self._h()
         n = lib.sg_tensor_ndim(h)
         s = lib.sg_tensor_shape(h)
         return tuple(s[i] for i in range(n))
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
+        """The number of dimensions, ``len(self.shape)`` (0 for a scalar)."""
         return lib.sg_tensor_ndim(self._h())
 
-    def numel(self):
+    def numel(self) -> int:
+        """The number of elements, the product of ``shape``; for a COO tensor that of the
+        dense array it means (its stored entries are ``nnz``)."""
         return lib.sg_tensor_numel(self._h())
 
     def __len__(self):
         return self.shape[0]
 
     @property
-    def persistent(self):
+    def persistent(self) -> bool:
+        """True for a persistent tensor (lives until ``free()`` or its Context's end), False
+        for a step tensor (an op result or a gradient), which dies at the next
+        ``ctx.tape_reset()``. sgrad only: PyTorch has no step tensors."""
         return self._persistent
 
     @property
-    def data_ptr(self):
-        """Address of the dense data (sg_tensor_data); None for COO."""
+    def data_ptr(self) -> Optional[int]:
+        """The address of the first element of a dense tensor's row-major data, as an int;
+        None for a COO tensor. A property here, a method in PyTorch. Valid as long as the
+        tensor: until ``free()`` for a persistent one, tape_reset for a step one."""
         return lib.sg_tensor_data(self._h())
 
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> bool:
+        """Whether backward computes a gradient for this tensor: set on a leaf (as
+        ``requires_grad_``), True on an op result that depends on one."""
         return bool(lib.sg_tensor_get_requires_grad(self._h()))
 
     @requires_grad.setter
-    def requires_grad(self, on):
+    def requires_grad(self, on: bool) -> None:
         self.requires_grad_(on)
 
-    def requires_grad_(self, on=True):
+    def requires_grad_(self, on: bool = True) -> "Tensor":
+        """Marks this leaf tensor as needing a gradient (or, with False, not), in place, and
+        returns it, as PyTorch's. DtypeError (a TypeError) for an integer tensor,
+        ArgumentError (a ValueError) for an op result with a history (not a leaf)."""
         if not lib.sg_tensor_requires_grad(self._h(), 1 if on else 0):
             _raise(self._ctx._ptr, "requires_grad")
         return self
 
     @property
-    def grad(self):
-        """The gradient accumulated since the last tape_reset: a numpy array (a copy) for a
-        dense gradient, a COO step Tensor for a sparse one, None if none reached it."""
+    def grad(self) -> Optional[Union[np.ndarray, "Tensor"]]:
+        """The gradient accumulated since the last tape_reset: a numpy array (a copy, of
+        this tensor's shape and dtype) for a dense gradient, a COO step Tensor for a sparse
+        one (an Embedding's weight), None if none reached it. Unlike PyTorch, gradients
+        are dropped by ``ctx.tape_reset()`` and ``optimizer.zero_grad()`` (read as None
+        afterwards), and a dense one is not a Tensor: writing to the array changes nothing;
+        read ``grad`` again after each backward."""
         g = lib.sg_tensor_grad(self._h())
         if not g:
             return None
@@ -150,10 +193,15 @@ class Tensor:
         return t if t.is_sparse else t.numpy()
 
     # -- data
-    def numpy(self):
-        """Dense persistent tensors: a view of their data (writes go to the tensor), valid
-        as long as the array. Step tensors and tensors whose memory the library owns
-        (optimizer state): a copy. COO tensors: a dense copy of their meaning."""
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array of this tensor's shape and dtype. Dense persistent
+        tensors: a view of their data (writes go to the tensor, optimizer steps show in
+        it), valid as long as the array, even after ``free()``. Step tensors and tensors
+        whose memory the library owns (optimizer state): a copy, which outlives the
+        tape_reset that kills the tensor. COO tensors: a dense copy of their meaning
+        (duplicates summed). PyTorch's ``numpy()`` is always a view and refuses tensors
+        that require grad; here no ``detach()`` is needed. StaleTensorError for a dead
+        tensor."""
         h = self._h()
         if self._array is not None:
             return self._array
@@ -169,32 +217,50 @@ class Tensor:
             ctypes.memmove(out.ctypes.data, lib.sg_tensor_data(h), n * dtype.itemsize)
         return out
 
-    def __array__(self, dtype=None):
+    def __array__(self, dtype: Any = None) -> np.ndarray:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    def item(self):
+    def item(self) -> Union[float, int]:
+        """The value of a one-element tensor (any shape) as a Python float or int, as
+        PyTorch's; ValueError for any other number of elements."""
         a = self.numpy()
         if a.size != 1:
             raise ValueError("item(): tensor has %d elements" % a.size)
         return a.reshape(()).item()
 
-    def tolist(self):
+    def tolist(self) -> Union[List[Any], float, int]:
+        """The values as nested Python lists of floats or ints (a bare number for a 0-d
+        tensor; a COO tensor's dense meaning), as PyTorch's."""
         return self.numpy().tolist()
 
-    def fill_(self, value):
+    def fill_(self, value: float) -> "Tensor":
+        """Sets every element to ``value`` in place and returns the tensor, as PyTorch's;
+        not recorded on the tape (as under ``torch.no_grad()``). Dense float tensors only:
+        DtypeError (a TypeError) for an integer tensor, LayoutError (a TypeError) for a COO
+        one."""
         rc = lib.sg_tensor_fill(self._h(), float(value))
         if rc:
             _raise(self._ctx._ptr, "fill_", rc)
         return self
 
-    def uniform_(self, lo=-1.0, hi=1.0):
+    def uniform_(self, lo: float = -1.0, hi: float = 1.0) -> "Tensor":
+        """Fills the tensor in place with draws from U[lo, hi) by its Context's random
+        generator (reproducible from the Context's ``seed``) and returns it; not recorded
+        on the tape. The default range is [-1, 1), where PyTorch's is [0, 1). Dense float
+        tensors only: DtypeError (a TypeError) for an integer tensor, LayoutError (a
+        TypeError) for a COO one."""
         rc = lib.sg_tensor_fill_uniform(self._h(), float(lo), float(hi))
         if rc:
             _raise(self._ctx._ptr, "uniform_", rc)
         return self
 
-    def copy_(self, src):
+    def copy_(self, src: _TensorLike) -> "Tensor":
+        """Copies ``src`` (a Tensor, dense or COO, or an array) into this dense tensor in
+        place and returns it; float dtypes are converted, not recorded on the tape. Unlike
+        PyTorch, no broadcasting: ShapeError (a ValueError) when the shapes differ;
+        DtypeError (a TypeError) for an integer source or target, LayoutError (a
+        TypeError) for a COO target."""
         src = _tensor_arg(self._ctx, src, self.dtype)
         rc = lib.sg_tensor_copy(self._h(), src._h())
         if rc:
@@ -211,29 +277,41 @@ class Tensor:
         return part._copy_out(part._ptr)
 
     @property
-    def indices(self):
-        """COO: (sparse_dim, nnz) int64 indices, a copy (duplicates allowed)."""
+    def indices(self) -> np.ndarray:
+        """A COO tensor's indices: a (sparse_dim, nnz) int64 numpy array, a copy
+        (duplicates allowed, unsorted unless coalesced). A property returning numpy here,
+        where PyTorch has the method ``indices()`` returning a Tensor. LayoutError (a
+        TypeError) for a dense tensor."""
         return self._coo_part(lib.sg_coo_indices)
 
     @property
-    def values(self):
-        """COO: (nnz, dense dims...) values, a copy."""
+    def values(self) -> np.ndarray:
+        """A COO tensor's values: a (nnz, *shape[sparse_dim:]) numpy array of its dtype, a
+        copy. A property returning numpy here, where PyTorch has the method ``values()``.
+        LayoutError (a TypeError) for a dense tensor."""
         return self._coo_part(lib.sg_coo_values)
 
     @property
-    def nnz(self):
+    def nnz(self) -> int:
+        """The number of stored entries of a COO tensor, duplicates counted (PyTorch's
+        ``_nnz()``); -1 for a dense tensor."""
         return lib.sg_coo_nnz(self._h())
 
     @property
-    def sparse_dim(self):
+    def sparse_dim(self) -> int:
+        """The number of leading dimensions a COO tensor indexes (the rest are dense in each
+        entry's values; PyTorch's ``sparse_dim()``); -1 for a dense tensor."""
         return lib.sg_coo_sparse_dim(self._h())
 
     @property
-    def is_coalesced(self):
+    def is_coalesced(self) -> bool:
+        """Whether a COO tensor is known to have sorted, unique indices (``sgrad.coalesce``
+        makes one); False for a dense tensor. A property here, a method in PyTorch."""
         return bool(lib.sg_coo_is_coalesced(self._h()))
 
-    def to_numpy_dense(self):
-        """The dense meaning as a new array (COO duplicates summed)."""
+    def to_numpy_dense(self) -> np.ndarray:
+        """The dense array the tensor means, always a new array (COO duplicates summed);
+        unlike ``numpy()``, never a view."""
         if not self.is_sparse:
             return np.array(self.numpy(), copy=True)
         idx, val, shape = self.indices, self.values, self.shape
@@ -241,9 +319,11 @@ class Tensor:
         np.add.at(out, tuple(idx), val)
         return out
 
-    def to_scipy(self):
-        """A 2-D COO tensor as scipy.sparse.coo_matrix (hybrid rows expanded; duplicates
-        kept, scipy sums them). Needs scipy."""
+    def to_scipy(self) -> Any:
+        """A 2-D COO tensor as a ``scipy.sparse.coo_matrix`` of its shape and dtype (hybrid
+        rows, sparse_dim 1, expanded to one entry per element; duplicates kept, scipy sums
+        them). ValueError for a dense tensor or another number of dims; ImportError
+        without scipy."""
         import scipy.sparse
         shape = self.shape
         if len(shape) != 2 or not self.is_sparse:
@@ -256,9 +336,19 @@ class Tensor:
         return scipy.sparse.coo_matrix((val.reshape(-1), (rows, cols)), shape=shape)
 
     # -- autograd
-    def backward(self, grad=None):
-        """sg_backward from a scalar, or sg_backward_grad with the given gradient (an
-        array or Tensor of this tensor's shape and dtype)."""
+    def backward(self, grad: Optional[_TensorLike] = None) -> None:
+        """Computes the gradient of this tensor with respect to every leaf that requires
+        grad and adds it to the leaf's ``.grad`` (sg_backward). Without ``grad`` the tensor
+        must be a dense one-element loss (else ShapeError, a ValueError); with it, ``grad``
+        (a Tensor, dense or COO, or an array) is the incoming gradient, of this tensor's
+        shape (ShapeError) and dtype (DtypeError, a TypeError) (sg_backward_grad).
+        StateError (a RuntimeError) when nothing it depends on requires grad.
+
+        Unlike PyTorch the graph is kept until ``ctx.tape_reset()``: backward may run again
+        (no ``retain_graph``), each run accumulating, and the gradients die at the reset.
+        A tape that grows past ``Context.TAPE_WARN_NODES`` nodes without a reset warns
+        once (ResourceWarning)."""
+        self._ctx._check_tape_length()
         if grad is None:
             rc = lib.sg_backward(self._h())
         else:
@@ -286,20 +376,130 @@ class Tensor:
             return _ops.slice_rows(self, start, max(start, stop))
         raise TypeError("Tensor indexing supports t[start:stop] (rows); use index_select")
 
-    def sum(self, dim=None, keepdim=False):
+    def __pow__(self, exponent): return _ops.pow(self, exponent)
+    def __abs__(self): return _ops.abs(self)
+
+    def sum(self, dim: Optional[int] = None, keepdim: bool = False) -> "Tensor":
+        """The sum of every element (a 0-d step tensor; COO too), or along ``dim``
+        (``sgrad.sum``)."""
         return _ops.sum(self, dim, keepdim)
 
-    def mean(self, dim=None, keepdim=False):
+    def abs(self) -> "Tensor":
+        """|x| elementwise, a step tensor (``sgrad.abs``)."""
+        return _ops.abs(self)
+
+    def sqrt(self) -> "Tensor":
+        """sqrt(x) elementwise (NaN below 0), a step tensor (``sgrad.sqrt``)."""
+        return _ops.sqrt(self)
+
+    def cos(self) -> "Tensor":
+        """cos(x) elementwise, a step tensor (``sgrad.cos``)."""
+        return _ops.cos(self)
+
+    def sin(self) -> "Tensor":
+        """sin(x) elementwise, a step tensor (``sgrad.sin``)."""
+        return _ops.sin(self)
+
+    def exp(self) -> "Tensor":
+        """exp(x) elementwise, a step tensor (``sgrad.exp``)."""
+        return _ops.exp(self)
+
+    def log(self) -> "Tensor":
+        """The natural log elementwise (NaN below 0, -inf at 0), a step tensor
+        (``sgrad.log``)."""
+        return _ops.log(self)
+
+    def relu(self) -> "Tensor":
+        """max(x, 0) elementwise, a step tensor (``sgrad.relu``)."""
+        return _ops.relu(self)
+
+    def sigmoid(self) -> "Tensor":
+        """1 / (1 + exp(-x)) elementwise, a step tensor (``sgrad.sigmoid``)."""
+        return _ops.sigmoid(self)
+
+    def tanh(self) -> "Tensor":
+        """tanh(x) elementwise, a step tensor (``sgrad.tanh``)."""
+        return _ops.tanh(self)
+
+    def pow(self, exponent: float) -> "Tensor":
+        """x ** exponent elementwise for a number ``exponent`` (a Tensor exponent raises
+        TypeError), a step tensor (``sgrad.pow``)."""
+        return _ops.pow(self, exponent)
+
+    def clamp(self, min: Optional[float] = None, max: Optional[float] = None) -> "Tensor":  # noqa: A002
+        """min(max(x, min), max) elementwise, a step tensor; either bound may be None, not
+        both (ValueError) (``sgrad.clamp``)."""
+        return _ops.clamp(self, min, max)
+
+    def maximum(self, other: _TensorLike) -> "Tensor":
+        """The elementwise max of self and ``other``, broadcasting, a step tensor
+        (``sgrad.maximum``)."""
+        return _ops.maximum(self, other)
+
+    def minimum(self, other: _TensorLike) -> "Tensor":
+        """The elementwise min of self and ``other``, broadcasting, a step tensor
+        (``sgrad.minimum``)."""
+        return _ops.minimum(self, other)
+
+    def gather(self, dim: int, index: Union["Tensor", np.ndarray, Sequence[int]]) -> "Tensor":
+        """The elements at integer ``index`` along ``dim``, as ``torch.gather``: a step
+        tensor of index's shape; IndexRangeError (an IndexError) for an index out of range
+        (``sgrad.gather``)."""
+        return _ops.gather(self, dim, index)
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        """Elements [start, start + length) along ``dim``: a step tensor, a copy (PyTorch
+        returns a view); IndexRangeError (an IndexError) for a range outside the dimension
+        (``sgrad.narrow``)."""
+        return _ops.narrow(self, dim, start, length)
+
+    def norm(self, p: float = 2, dim: int = -1, keepdim: bool = False) -> "Tensor":
+        """The p-norm along ``dim`` (p 1 or 2, else ArgumentError, a ValueError), a step
+        tensor (``sgrad.norm``)."""
+        return _ops.norm(self, p, dim, keepdim)
+
+    def logsumexp(self, dim: int, keepdim: bool = False) -> "Tensor":
+        """log(sum(exp(x))) along ``dim``, stable for large inputs, a step tensor
+        (``sgrad.logsumexp``)."""
+        return _ops.logsumexp(self, dim, keepdim)
+
+    def max(self, dim: int, keepdim: bool = False) -> Tuple["Tensor", "Tensor"]:
+        """(values, indices) of the maximum along ``dim``, two step tensors: values
+        differentiable, indices int64 (``sgrad.max``). ``dim`` is required here, where
+        PyTorch's ``max()`` without it gives the overall maximum."""
+        return _ops.max(self, dim, keepdim)
+
+    def softmax(self, dim: int = -1) -> "Tensor":
+        """exp(x) / sum(exp(x)) along ``dim``, stable, a step tensor (``sgrad.softmax``)."""
+        return _ops.softmax(self, dim)
+
+    def log_softmax(self, dim: int = -1) -> "Tensor":
+        """x - logsumexp(x) along ``dim``, stable, a step tensor
+        (``sgrad.log_softmax``)."""
+        return _ops.log_softmax(self, dim)
+
+    def mean(self, dim: Optional[int] = None, keepdim: bool = False) -> "Tensor":
+        """``sgrad.mean(self, dim, keepdim)``: the mean of every element (a 0-d step
+        tensor) or along ``dim``; ArgumentError (a ValueError) for a dim out of range."""
         return _ops.mean(self, dim, keepdim)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: Union[int, Sequence[int]]) -> "Tensor":
+        """``sgrad.reshape(self, *shape)``: the same elements in a new shape, given as ints
+        or one tuple (one dim may be -1). ShapeError (a ValueError) when the number of
+        elements differs."""
         return _ops.reshape(self, *shape)
 
-    def transpose(self, dim0=0, dim1=1):
+    def transpose(self, dim0: int = 0, dim1: int = 1) -> "Tensor":
+        """``sgrad.transpose(self, dim0, dim1)``: dims ``dim0`` and ``dim1`` swapped, as a
+        new step tensor (PyTorch returns a view and needs both dims; here they default to
+        0 and 1). ArgumentError (a ValueError) for a dim out of range."""
         return _ops.transpose(self, dim0, dim1)
 
     @property
-    def T(self):
+    def T(self) -> "Tensor":
+        """``transpose(0, 1)``: a 2-D tensor's transpose, a new step tensor. For more dims
+        sgrad swaps the first two only (PyTorch's ``T`` reverses them all); a 1-D tensor
+        raises ArgumentError (a ValueError) where PyTorch returns it unchanged."""
         return _ops.transpose(self, 0, 1)
 
     def __repr__(self):
@@ -312,6 +512,22 @@ class Tensor:
             return "sgrad.Tensor(<dead: %s>)" % e
 
 
+def _free_persistent(ctx: Context, ptr: int) -> None:
+    """The finalizer of a persistent tensor: frees its C tensor while the context lives."""
+    if ctx._ptr:
+        lib.sg_tensor_free(ptr)
+
+
+def _wrap_new_array(t: "Tensor", ctx: Context, a: np.ndarray) -> None:
+    """Makes t (new, uninitialised) a persistent tensor over a's memory (sg_tensor_wrap);
+    a is C-contiguous, of a supported dtype, and kept alive by t."""
+    p = lib.sg_tensor_wrap(ctx._handle(), SG_OF[a.dtype], a.ndim, shape_arg(a.shape),
+                           a.ctypes.data)
+    if not p:
+        _raise(ctx._ptr, "sg_tensor_wrap")
+    Tensor.__init__(t, ctx, p, True, array=a)
+
+
 class _DeferredFree:
     """Sits in a Context's step refs: frees a tensor's C handle once the tape lets go."""
 
@@ -319,13 +535,16 @@ class _DeferredFree:
         self.ptr = ptr
 
 
-def from_numpy(a, requires_grad=False, ctx=None):
-    """A persistent tensor over ``a``'s memory, without a copy (sg_tensor_wrap), when ``a``
-    is a C-contiguous, aligned, writeable, native-endian float32/float64/int32/int64
-    array: writes by the library (an optimizer step) land in ``a``, and the Tensor keeps
-    ``a`` alive. Any other array is COPIED first (other float dtypes to float64, other
-    integers to int64; np.ascontiguousarray for the layout); bool, complex and object
-    arrays are refused with TypeError. ``t.numpy() is a`` tells whether no copy was made."""
+def from_numpy(a: np.ndarray, requires_grad: bool = False,
+               ctx: Optional[Context] = None) -> Tensor:
+    """A persistent dense tensor over ``a``'s memory, without a copy, when ``a`` is a
+    C-contiguous, aligned, writeable, native-endian float32/float64/int32/int64 array
+    (as ``torch.from_numpy``): writes by the library (an optimizer step) land in ``a``, and
+    the Tensor keeps ``a`` alive. Any other array is COPIED first (other integers to int64,
+    a byte-swapped or strided array to a native contiguous one); float16, bool, complex and
+    object arrays raise DtypeError (a TypeError), as does a non-array (TypeError: use
+    ``ctx.tensor`` for lists). ``t.numpy() is a`` tells whether no copy was made. ``ctx``:
+    the Context to make it in (default: ``default_context()``)."""
     ctx = ctx or default_context()
     if not isinstance(a, np.ndarray):
         raise TypeError("from_numpy needs a numpy array (ctx.tensor copies any array-like)")
@@ -336,11 +555,14 @@ def from_numpy(a, requires_grad=False, ctx=None):
     return Tensor._wrap_array(ctx, a, requires_grad)
 
 
-def coo(indices, values, shape, ctx=None, requires_grad=False):
-    """A persistent COO tensor (sg_coo_new; indices and values are copied and validated):
-    indices (sparse_dim, nnz) integers, values (nnz, *shape[sparse_dim:]) float32/float64
-    (other numbers become float64). ShapeError when the parts disagree with each other or
-    with shape, DtypeError for indices that are not integers."""
+def coo(indices: Any, values: Any, shape: Sequence[int], ctx: Optional[Context] = None,
+        requires_grad: bool = False) -> Tensor:
+    """A persistent COO tensor of ``shape`` (as ``torch.sparse_coo_tensor``), from copies
+    of ``indices`` ((sparse_dim, nnz) integers) and ``values`` ((nnz,
+    *shape[sparse_dim:]), float32 or float64; other numbers become float64); duplicate
+    indices are allowed and sum. ShapeError (a ValueError) when the parts disagree with
+    each other or with shape, DtypeError (a TypeError) for indices that are not integers,
+    IndexRangeError (an IndexError) for an index < 0 or beyond its dimension."""
     ctx = ctx or default_context()
     idx = np.ascontiguousarray(_index_array(indices, "coo: indices"))
     shape = tuple(int_arg(d, "coo: shape") for d in shape)

@@ -4,13 +4,15 @@
 
 CI has no PyTorch, so the results are committed: python/tests/fixtures/ops.npz (each op's
 output and input gradients on random inputs) and optim.npz (50-step optimizer
-trajectories). The tests read them with numpy alone. Every case draws its inputs from its
-own seeded generator, so regenerating changes nothing unless a case changes.
+trajectories; lr/<name>: torch.optim.lr_scheduler's learning rates, step by step). The
+tests read them with numpy alone. Every case draws its inputs from its own seeded
+generator, so regenerating changes nothing unless a case changes.
 
 ops.npz, per case C: C/kinds (one letter per input: f float leaf, c float constant,
 i integer constant, s COO input with float leaf values), C/in{k} (or C/in{k}_idx,
 C/in{k}_val, C/in{k}_shape for COO), C/cot (the cotangent: loss = sum(out * cot)),
-C/out, and C/grad{k} for each float leaf (for COO inputs: the gradient of its values).
+C/out, and C/grad{k} for each float leaf (for COO inputs: the gradient of its values);
+for ops returning (values, indices) (max), C/out holds the values and C/aux0 the indices.
 """
 import os
 import sys
@@ -106,7 +108,88 @@ def cases():
                         lambda x, m: x * pattern(m, (5, 4)))
     c["sgns_loss"] = ([f(4, 3), f(9, 3), lambda r: ("i", r.integers(0, 9, size=(4, 3)))],
                       sgns_reference)
+    new_op_cases(c, f)
     return c
+
+
+def f32_exact(gen):
+    """Inputs exactly representable in f32, for cases whose f32 test would otherwise see
+    the rounding of the inputs amplified (exp of inputs near 1e3)."""
+    def g(r):
+        kind, a = gen(r)
+        return kind, a.astype(np.float32).astype(np.float64)
+    return g
+
+
+def grid(*shape, lo=-2, hi=2, step=0.5):
+    """Values on a coarse grid (exact in f32), so that ties occur."""
+    return lambda r: ("f", r.integers(int(lo / step), int(hi / step) + 1, size=shape) * step)
+
+
+def ints(values):
+    return lambda r: ("i", np.array(values))
+
+
+def new_op_cases(c, f):
+    zeros_in = lambda r: ("f", U(r, 4, 5) * (r.random((4, 5)) > 0.3))  # noqa: E731
+    c["abs"] = ([zeros_in], torch.abs)  # sign(0) = 0 at the zeros
+    c["sqrt"] = ([f(4, 5, lo=0.1, hi=3)], torch.sqrt)
+    c["pow_0"] = ([f(3, 4, lo=0.1, hi=2)], lambda a: torch.pow(a, 0.0))
+    c["pow_1"] = ([f(3, 4, lo=0.1, hi=2)], lambda a: torch.pow(a, 1.0))
+    c["pow_2_5"] = ([f(3, 4, lo=0.1, hi=2)], lambda a: torch.pow(a, 2.5))
+    c["pow_3_mixed_sign"] = ([f(3, 4, lo=-2, hi=2)], lambda a: torch.pow(a, 3.0))
+    c["clamp_min"] = ([f(4, 5)], lambda a: torch.clamp(a, min=-0.25))
+    c["clamp_max"] = ([f(4, 5)], lambda a: torch.clamp(a, max=0.5))
+    c["clamp_both"] = ([f(4, 5)], lambda a: torch.clamp(a, min=-0.25, max=0.5))
+    c["clamp_min_above_max"] = ([f(4, 5)], lambda a: torch.clamp(a, min=0.5, max=-0.25))
+    c["maximum_broadcast"] = ([f(3, 4), f(4)], torch.maximum)
+    c["maximum_broadcast_3d"] = ([f(2, 1, 4), f(3, 1)], torch.maximum)
+    c["minimum_broadcast"] = ([f(2, 3, 4), f(3, 1)], torch.minimum)
+    # ties: the gradient is split g/2, g/2 (b's halves summed over the broadcast rows)
+    c["maximum_ties"] = ([grid(4, 5, lo=-1, hi=1), grid(1, 5, lo=-1, hi=1)], torch.maximum)
+    c["minimum_ties"] = ([grid(4, 5, lo=-1, hi=1), grid(4, 5, lo=-1, hi=1)], torch.minimum)
+    c["where_broadcast"] = ([lambda r: ("i", r.integers(0, 2, size=(1, 4))), f(3, 1), f(3, 4)],
+                            lambda cond, x, y: torch.where(cond.bool(), x, y))
+    c["where_broadcast_3d"] = ([lambda r: ("i", r.integers(0, 2, size=(2, 3, 1))), f(3, 4),
+                                f(4)], lambda cond, x, y: torch.where(cond.bool(), x, y))
+    c["gather_dim0"] = ([f(4, 3), ints([[3, 0], [3, 3], [1, 0], [3, 2], [0, 0]])],
+                        lambda x, i: torch.gather(x, 0, i))
+    c["gather_dim1"] = ([f(3, 5), ints([[4, 4, 0, 2, 4, 1], [1, 1, 1, 3, 0, 2]])],
+                        lambda x, i: torch.gather(x, 1, i))
+    c["gather_3d_dim_neg1"] = ([f(2, 3, 4), lambda r: ("i", r.integers(0, 4, size=(2, 2, 6)))],
+                               lambda x, i: torch.gather(x, -1, i))
+    c["narrow_dim0"] = ([f(5, 3)], lambda x: torch.narrow(x, 0, 1, 3))
+    c["narrow_dim1_negative_start"] = ([f(3, 6)], lambda x: torch.narrow(x, 1, -4, 2))
+    c["narrow_3d"] = ([f(2, 4, 3)], lambda x: torch.narrow(x, -2, -1, 1))
+    c["cos"] = ([f(4, 5, lo=-4, hi=4)], torch.cos)
+    c["sin"] = ([f(4, 5, lo=-4, hi=4)], torch.sin)
+    c["norm_p2"] = ([f(4, 5)], lambda x: torch.norm(x, 2, -1))
+    c["norm_p1"] = ([f(4, 5)], lambda x: torch.norm(x, 1, -1))
+    c["norm_p2_dim0_keepdim"] = ([f(4, 5)], lambda x: torch.norm(x, 2, 0, keepdim=True))
+    c["norm_p1_3d_dim1_keepdim"] = ([f(2, 3, 4)], lambda x: torch.norm(x, 1, 1, keepdim=True))
+    # a zero row: p=2 gives it gradient 0, p=1 sign(0) = 0 (as is every element of it)
+    zero_row = lambda r: ("f", U(r, 3, 4) * np.array([[1.0], [0.0], [1.0]]))  # noqa: E731
+    c["norm_p2_zero_row"] = ([zero_row], lambda x: torch.norm(x, 2, 1))
+    c["norm_p1_zero_row"] = ([zero_row], lambda x: torch.norm(x, 1, 1))
+    c["logsumexp"] = ([f(4, 5, lo=-5, hi=5)], lambda x: torch.logsumexp(x, -1))
+    c["logsumexp_dim0_keepdim"] = ([f(4, 5, lo=-5, hi=5)],
+                                   lambda x: torch.logsumexp(x, 0, keepdim=True))
+    # ~1e3: exp overflows in f32 (and near 710 in f64) without the shift by the max
+    c["logsumexp_large"] = ([f32_exact(f(4, 5, lo=995, hi=1005))],
+                            lambda x: torch.logsumexp(x, -1))
+    c["logsumexp_large_keepdim"] = ([f32_exact(f(3, 4, 2, lo=-1005, hi=1005))],
+                                    lambda x: torch.logsumexp(x, 1, keepdim=True))
+    c["max_dim1"] = ([f(4, 5)], lambda x: torch.max(x, 1))
+    c["max_dim0_keepdim"] = ([f(4, 5)], lambda x: torch.max(x, 0, keepdim=True))
+    # ties: the first maximum's index, and it alone gets the gradient
+    c["max_ties"] = ([grid(5, 6, lo=-1, hi=1)], lambda x: torch.max(x, -1))
+    c["layer_norm_affine"] = ([f(4, 6), f(6, lo=0.5, hi=1.5), f(6)],
+                              lambda x, w, b: F.layer_norm(x, (6,), w, b))
+    c["layer_norm_plain"] = ([f(2, 3, 5, lo=-3, hi=3)], lambda x: F.layer_norm(x, (5,)))
+    c["layer_norm_weight_eps"] = ([f(3, 4), f(4)],
+                                  lambda x, w: F.layer_norm(x, (4,), w, None, eps=1e-3))
+    c["dropout_eval"] = ([f(4, 5)], lambda x: F.dropout(x, 0.5, training=False))
+    c["dropout_p0"] = ([f(4, 5)], lambda x: F.dropout(x, 0.0, training=True))
 
 
 def dup_small(n):
@@ -149,6 +232,11 @@ def make_ops():
                 leaves.append((k, t))
             args.append(t)
         y = fn(*args)
+        aux = ()
+        if isinstance(y, tuple):  # (values, indices): indices kept as C/aux{j}
+            y, *aux = y
+        for j, a in enumerate(aux):
+            out[f"{name}/aux{j}"] = a.numpy()
         cot = U(r, *y.shape)
         (y * torch.tensor(cot)).sum().backward()
         out[f"{name}/kinds"] = np.array(kinds)
@@ -231,6 +319,46 @@ def make_optim():
             W0 = out["W0"].astype(np.float32) if tag == "f32" else out["W0"]
             T_ = T.astype(np.float32) if tag == "f32" else T
             out[f"{name}/{tag}"] = trajectory(kind, kw, W0, idx, T_, dt)
+    out.update(make_lr_schedules())
+    return out
+
+
+# ---------------------------------------------------------------- learning-rate schedules
+LR_STEPS, LR_GROUPS = 30, (0.1, 0.01)
+
+
+def lr_scheduler_configs():
+    """name: [(scheduler class name, kwargs)], several schedulers stepped in order (chained)
+    over one SGD of two param groups (lrs LR_GROUPS). The lambdas are test_lr_scheduler.py's."""
+    return {
+        "linear": [("LinearLR", dict())],  # PyTorch's defaults: 1/3 -> 1 over 5 epochs
+        "linear_decay": [("LinearLR", dict(start_factor=1.0, end_factor=0.05, total_iters=20))],
+        "step": [("StepLR", dict(step_size=7, gamma=0.5))],
+        "cosine": [("CosineAnnealingLR", dict(T_max=10, eta_min=0.001))],  # up again after 10
+        "lambda": [("LambdaLR", dict(lr_lambda=[lambda e: 0.9 ** e, lambda e: 1.0 / (1 + e)]))],
+        "warmup_cosine": [("LinearLR", dict(start_factor=0.25, total_iters=4)),
+                          ("CosineAnnealingLR", dict(T_max=30))],
+    }
+
+
+def make_lr_schedules():
+    """lr/<name>: (LR_STEPS, groups) the lr each optimizer step used (param_groups[g]["lr"]
+    just before optimizer.step()), with scheduler.step() after each optimizer.step()."""
+    out = {}
+    for name, scheds in lr_scheduler_configs().items():
+        ps = [torch.zeros(1, requires_grad=True) for _ in LR_GROUPS]
+        opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(ps, LR_GROUPS)],
+                              lr=LR_GROUPS[0])
+        ss = [getattr(torch.optim.lr_scheduler, k)(opt, **kw) for k, kw in scheds]
+        used = []
+        for _ in range(LR_STEPS):
+            used.append([g["lr"] for g in opt.param_groups])
+            for p in ps:
+                p.grad = torch.ones(1)
+            opt.step()
+            for s in ss:
+                s.step()
+        out[f"lr/{name}"] = np.array(used, dtype=np.float64)
     return out
 
 

@@ -131,9 +131,9 @@ def test_bad_input_raises_with_the_programs_message(data, tmp_path):
         fasttext.train_supervised(input=str(tmp_path / "empty.txt"), verbose=0)
     with pytest.raises(RuntimeError, match="-loss"):
         fasttext.train_supervised(input=str(d / "train.txt"), loss="bogus", verbose=0)
-    with pytest.raises(RuntimeError, match="missing.txt"):
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
         fasttext.train_supervised(input=str(tmp_path / "missing.txt"), verbose=0)
-    with pytest.raises(RuntimeError, match="missing.txt"):
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
         model.test(str(tmp_path / "missing.txt"))
     with pytest.raises(ValueError, match="one line at a time"):
         model.predict("two\nlines")

@@ -94,6 +94,9 @@ def test_keyed_vectors_queries_and_gensim_loads_them(corpus, tmp_path):
 
 def test_a_failing_run_raises_with_the_programs_message(tmp_path):
     program()
-    with pytest.raises(RuntimeError, match="sgrad-w2v failed"):
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(RuntimeError, match="(?s)sgrad-w2v failed.*vocabulary has 0 words"):
+        sgrad.Word2Vec(corpus_file=str(tmp_path / "empty.txt"))
+    assert os.listdir(tmp_path) == ["empty.txt"]
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
         sgrad.Word2Vec(corpus_file=str(tmp_path / "missing.txt"))
-    assert os.listdir(tmp_path) == []
