@@ -80,11 +80,6 @@ typedef struct {
     void *ud;
 } sg_allocator;
 
-/* Write hook for the library's file output: called instead of write(2) with the same
- * meaning (bytes written, or -1 with errno set). For fault injection in tests (a full
- * disk, EIO, short writes, a save cut off after N bytes); NULL: write(2). */
-typedef long (*sg_write_fn)(void *ud, int fd, const void *buf, size_t n);
-
 typedef struct {
     sg_allocator allocator; /* both NULL: malloc/free (Linux: blocks >= 4 MiB advised
                                for transparent huge pages, MADV_HUGEPAGE) */
@@ -93,8 +88,6 @@ typedef struct {
     int nondeterministic;   /* 0 (default): results bitwise identical across runs and
                                thread counts; 1: allow faster racy (Hogwild-style) paths */
     uint64_t seed;          /* seed of the context's random generator; 0 picks 42 */
-    sg_write_fn write;      /* file output hook (see sg_write_fn); NULL: write(2) */
-    void *write_ud;
 } sg_ctx_opts;
 
 /* A new context; opts NULL gives the defaults above. Returns NULL only if the first

@@ -5,7 +5,7 @@
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <sys/mman.h>
 #endif
-#include "optim/optim.h"
+#include "core/core.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,8 +63,6 @@ sg_ctx *sg_ctx_new(const sg_ctx_opts *opts)
     if (!ctx) return NULL;
     memset(ctx, 0, sizeof *ctx);
     ctx->alloc = o.allocator;
-    ctx->write_fn = o.write;
-    ctx->write_ud = o.write_ud;
     ctx->nondeterministic = o.nondeterministic != 0;
     ctx->grad_enabled = true;
     sg_ctx_set_threads(ctx, o.threads);

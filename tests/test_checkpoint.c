@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/io_test.h"
 #include "testutil.h"
 
 /* ---------------------------------------------------------------- a small model */
@@ -734,8 +735,9 @@ TEST(save_cut_off_at_many_offsets_keeps_the_previous_checkpoint)
 {
     const char *path = tu_tmp_path("ckpt_cut");
     tu_fault f = {-1, ENOSPC, 0};
-    sg_ctx_opts co = {.threads = 1, .seed = 5, .write = tu_faulty_write, .write_ud = &f};
+    sg_ctx_opts co = {.threads = 1, .seed = 5};
     sg_ctx *ctx = sg_ctx_new(&co);
+    sg__set_write_hook(ctx, tu_faulty_write, &f);
     int64_t sh[2] = {64, 33};
     sg_tensor *x = sg_tensor_new(ctx, SG_F64, 2, sh), *y = sg_tensor_new(ctx, SG_F64, 2, sh);
     const char *nm[1] = {"x"};
@@ -803,8 +805,9 @@ static long notifying_write(void *ud, int fd, const void *buf, size_t n)
 static void child_save(const char *path, long after, int pipe_fd)
 {
     notify w = {after, 0, pipe_fd};
-    sg_ctx_opts co = {.threads = 1, .seed = 5, .write = notifying_write, .write_ud = &w};
+    sg_ctx_opts co = {.threads = 1, .seed = 5};
     sg_ctx *ctx = sg_ctx_new(&co);
+    sg__set_write_hook(ctx, notifying_write, &w);
     int64_t sh[1] = {BIG};
     sg_tensor *t = sg_tensor_new(ctx, SG_F32, 1, sh);
     big_values(sg_tensor_f32(t), BIG, 2);

@@ -329,7 +329,8 @@ static sg_tensor *coo_rows(sg_ctx *ctx, int64_t V, int64_t D, int64_t nnz, const
     return sg__coo_wrap(ctx, 2, (int64_t[]){V, D}, 1, ind, val, false);
 }
 
-/* Rules of DESIGN.md, checked against dense arithmetic. */
+/* The accumulation rules of docs/design.md ("Gradient accumulation"), checked against
+ * dense arithmetic. */
 TEST(accumulation_rules)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

@@ -9,6 +9,7 @@
  * the bytes the test itself wrote; modes are compared with the ones the test set. */
 #define _XOPEN_SOURCE 700 /* mknod */
 #include "io/io.h"
+#include "io/io_test.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -61,8 +62,8 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
     int trials = 0, kept = 0;
     for (long k = 0, cut = 0; cut <= (long)new_n; k++, cut = k * 4999 < (long)new_n ? k * 4999 : (long)new_n) {
         tu_fault f = {cut, errs[trials % 3], 0};
-        sg_ctx_opts co = {.write = tu_faulty_write, .write_ud = &f};
-        sg_ctx *ctx = sg_ctx_new(&co);
+        sg_ctx *ctx = sg_ctx_new(NULL);
+        sg__set_write_hook(ctx, tu_faulty_write, &f);
         int rc = save(ctx, path, new_n, 2);
         trials++;
         b = tu_slurp(path, &n);
@@ -83,8 +84,8 @@ TEST(commit_replaces_and_failures_keep_the_old_file)
 
     /* short writes are resumed, not errors */
     tu_fault f = {-1, 0, 7};
-    sg_ctx_opts co = {.write = tu_faulty_write, .write_ud = &f};
-    sg_ctx *ctx = sg_ctx_new(&co);
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg__set_write_hook(ctx, tu_faulty_write, &f);
     CHECK_STATUS(ctx, save(ctx, path, new_n, 3), SG_OK);
     b = tu_slurp(path, &n);
     CHECK(b && same_pattern(b, n, new_n, 3));
@@ -239,8 +240,8 @@ static long recording_write(void *ud, int fd, const void *buf, size_t n)
 TEST(a_symlink_stays_and_its_target_is_replaced)
 {
     char dir[200], target[256], link1[256], link2[256], name[300], seen[256] = "";
-    sg_ctx_opts co = {.write = recording_write, .write_ud = seen};
-    sg_ctx *ctx = sg_ctx_new(&co);
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg__set_write_hook(ctx, recording_write, seen);
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("atomic_dir")); /* the target lives here */
     snprintf(target, sizeof target, "%s/target", dir);
     snprintf(link1, sizeof link1, "%s", tu_tmp_path("atomic_link1"));

@@ -6,6 +6,7 @@
  * 18,000,000 rows is refused with little memory; and a write cut off at any byte by the
  * context's write hook leaves the previous file byte for byte. */
 #define _POSIX_C_SOURCE 200809L
+#include "io/io_test.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -258,7 +259,8 @@ TEST(sparse_file_with_a_huge_header_allocates_little)
 TEST(write_cut_off_at_any_byte_keeps_the_previous_file)
 {
     tu_fault c = {-1, ENOSPC, 0};
-    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.write = tu_faulty_write, .write_ud = &c});
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    sg__set_write_hook(ctx, tu_faulty_write, &c);
     const char *p = tu_tmp_path("wv_contract_cut");
     /* the previous file: 300 words of 50 values (binary, about 60 KB; text, about 200 KB,
      * more than the writer's 64 KB buffer, so writes happen mid-table) */

@@ -60,8 +60,7 @@ lib, path = _load()  # path: the file (or loader name) that was loaded
 
 class CtxOpts(ctypes.Structure):
     _fields_ = [("alloc", c_void_p), ("free", c_void_p), ("ud", c_void_p), ("threads", c_int),
-                ("nondeterministic", c_int), ("seed", ctypes.c_uint64), ("write", c_void_p),
-                ("write_ud", c_void_p)]
+                ("nondeterministic", c_int), ("seed", ctypes.c_uint64)]
 
 
 class EmbeddingOpts(ctypes.Structure):

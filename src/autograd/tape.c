@@ -1,5 +1,5 @@
 /* The tape: nodes recorded by ops, reverse-mode traversal, the gradient store and the
- * accumulation rules of DESIGN.md.
+ * accumulation rules of docs/design.md ("Gradient accumulation").
  * Invariants: nodes are created in a topological order (an op's inputs exist before its
  * output); a traversal touches only nodes reachable from the output it starts at; the
  * store lists each leaf at most once (in_store) and is emptied by sg_tape_reset, which also

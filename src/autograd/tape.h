@@ -45,7 +45,8 @@ bool sg__needs_grad(sg_ctx *ctx, int n, sg_tensor *const *in);
  * Returns NULL (NOMEM recorded) on failure. */
 sg_node *sg__node_new(sg_ctx *ctx, sg__backward_fn bw, const char *name, sg_tensor *out,
                       int n, sg_tensor *const *in);
-/* Adds g (dense or COO, the shape of x) to x's gradient under DESIGN.md's rules:
+/* Adds g (dense or COO, the shape of x) to x's gradient under the rules of docs/design.md
+ * ("Gradient accumulation"):
  * none + g = g (no copy; `owned` says whether g may later be modified in place),
  * sparse + sparse = concatenation, dense + sparse = index-add, sparse + dense = dense.
  * A uniform g stays uniform only as the first gradient of a non-leaf; a leaf's gradient,

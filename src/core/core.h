@@ -89,9 +89,14 @@ typedef struct {
 } sg__arena;
 
 /* ---- context */
+
+/* The file output hook: write(2)'s meaning (bytes written, or -1 with errno set). Set only
+ * by tests, for fault injection (src/io/io_test.h). */
+typedef long (*sg__write_fn)(void *ud, int fd, const void *buf, size_t n);
+
 struct sg_ctx {
     sg_allocator alloc;
-    sg_write_fn write_fn; /* file output hook, NULL: write(2) (src/io/atomic.c) */
+    sg__write_fn write_fn; /* file output hook, NULL: write(2) (src/io/io_test.h) */
     void *write_ud;
     int threads;
     int nondeterministic;
@@ -319,10 +324,11 @@ int sg__parallel_threads(const sg_ctx *ctx, int64_t n, int64_t grain);
  * sg__parallel_threads(ctx, work, SG__GRAIN), capped at n, with even cuts (one call
  * fn(ud, 0, n) when that is 1). For kernels in which every range scans the whole input
  * and keeps what falls in its range (a range of destination rows, as in the deterministic
- * index-add of DESIGN.md): such a range costs the full scan however short it is, so there
- * are never more ranges than threads. `work` is the kernel's total elements of work. The
- * cuts depend on the thread count, so fn must compute every output the same way whichever
- * range holds it (then the result is bitwise identical for any thread count). */
+ * index-add of docs/design.md, "Determinism"): such a range costs the full scan however
+ * short it is, so there are never more ranges than threads. `work` is the kernel's total
+ * elements of work. The cuts depend on the thread count, so fn must compute every output
+ * the same way whichever range holds it (then the result is bitwise identical for any
+ * thread count). */
 void sg__parallel_ranges(sg_ctx *ctx, int64_t n, int64_t work, sg__range_fn fn, void *ud);
 
 #endif

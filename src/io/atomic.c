@@ -2,9 +2,11 @@
  * rename, fsync of the directory. Invariants: the destination path is only ever changed
  * by the rename of a complete, fsynced file; the destination is the file a path names
  * after its symlinks are followed (so a link stays a link), and only a regular file or
- * nothing is ever replaced; a replaced file keeps its permission bits. */
+ * nothing is ever replaced; a replaced file keeps its permission bits. Writes go through
+ * the context's write hook when a test set one (sg__set_write_hook, io_test.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "io/io.h"
+#include "io/io_test.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -177,7 +179,14 @@ int sg__out_open(sg_ctx *ctx, const char *path, sg__out *o)
     return rc;
 }
 
-/* Writes all of buf[0..n) to the temporary file, through the context's hook. */
+void sg__set_write_hook(sg_ctx *ctx, sg__write_fn fn, void *ud)
+{
+    if (!ctx) return;
+    ctx->write_fn = fn;
+    ctx->write_ud = fn ? ud : NULL;
+}
+
+/* Writes all of buf[0..n) to the temporary file, through the context's hook (io_test.h). */
 static int write_all(sg__out *o, const unsigned char *p, size_t n)
 {
     while (n > 0) {

@@ -1,5 +1,6 @@
 /* The io layer's private header: atomic file output, the one way the library writes a
- * file. Includes only the layers below (optim and down).
+ * file. Includes only the layers below, and of the optimizer only its checkpoint interface
+ * (optim/state_io.h): io never sees an optimizer's internals.
  *
  * A save writes a temporary file beside the destination (same directory, so the rename is
  * atomic), fsyncs it, renames it over the destination and fsyncs the directory. Until the
@@ -10,7 +11,7 @@
 #ifndef SG_IO_H
 #define SG_IO_H
 
-#include "optim/optim.h"
+#include "optim/state_io.h"
 
 typedef struct {
     sg_ctx *ctx;

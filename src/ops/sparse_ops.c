@@ -1,10 +1,10 @@
 /* Ops on COO tensors, each with its backward beside it: sparse + sparse, sparse * scalar,
  * 2-D transpose, sparse @ dense (spmm), sum, to_dense, to_sparse and sparse_mask.
  *
- * Semantics (DESIGN.md): a COO tensor means its dense form, so every backward here is
- * non-masked (gradients reach unspecified elements) except sparse_mask's, which restricts
- * its gradient to the mask's pattern. A backward that passes a gradient through accepts a
- * COO incoming gradient and keeps it sparse.
+ * Semantics (docs/design.md, "Sparse semantics"): a COO tensor means its dense form, so
+ * every backward here is non-masked (gradients reach unspecified elements) except
+ * sparse_mask's, which restricts its gradient to the mask's pattern. A backward that
+ * passes a gradient through accepts a COO incoming gradient and keeps it sparse.
  *
  * "Restricted" tensors: when every path from a COO tensor a to the leaves goes through a
  * sparse_mask (possibly via add, scale and transpose), only the values of a's gradient at

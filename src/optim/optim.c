@@ -1,6 +1,8 @@
 /* The optimizer object: construction, parameter registration, learning-rate schedules,
- * the step driver over the gradient store, flush, state access and the fused-update hook
- * (sg__optim_apply_rows, reached by fused ops through opt->rows). The arithmetic of each kind lives in sgd.c, adagrad.c, adam.c.
+ * the step driver over the gradient store, flush, zero_grad, the NaN/Inf guard and the
+ * fused-update hook (sg__optim_apply_rows, reached by fused ops through opt->rows). The
+ * arithmetic of each kind lives in sgd.c, adagrad.c, adam.c; the state's accessors and
+ * its checkpoint form in state_io.c.
  *
  * Invariants (besides optim.h's):
  * - A step or a fused update first does everything that can fail (learning rate, dense
@@ -38,8 +40,6 @@ static int lr_at(const sg_optim *opt, int64_t t, double *out)
     return SG_OK;
 }
 
-static bool valid_lr(double lr) { return isfinite(lr) && lr >= 0; }
-
 int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched)
 {
     if (!opt) return SG_ERR_NULL;
@@ -67,7 +67,7 @@ int sg_optim_set_schedule(sg_optim *opt, const sg_lr_schedule *sched)
 int sg_optim_set_lr(sg_optim *opt, double base_lr)
 {
     if (!opt) return SG_ERR_NULL;
-    if (!valid_lr(base_lr)) return sg__failc(opt->ctx, SG_ERR_ARG, "learning rate %g", base_lr);
+    if (!sg__valid_lr(base_lr)) return sg__failc(opt->ctx, SG_ERR_ARG, "learning rate %g", base_lr);
     opt->lr = base_lr;
     return SG_OK;
 }
@@ -117,7 +117,7 @@ sg_optim *sg_optim_sgd(sg_ctx *ctx, const sg_sgd_opts *opts)
     if (!ctx) return NULL;
     sg_sgd_opts o = SG_SGD_OPTS_DEFAULT;
     if (opts) o = *opts;
-    if (!valid_lr(o.lr) || !(o.momentum >= 0) || !isfinite(o.momentum) ||
+    if (!sg__valid_lr(o.lr) || !(o.momentum >= 0) || !isfinite(o.momentum) ||
         !(o.weight_decay >= 0) || !isfinite(o.weight_decay) || !isfinite(o.dampening))
         return sg__fail(ctx, SG_ERR_ARG, "sgd: lr %g, momentum %g, weight_decay %g must be finite and >= 0",
                         o.lr, o.momentum, o.weight_decay);
@@ -134,7 +134,7 @@ static sg_optim *adagrad_new(sg_ctx *ctx, const sg_adagrad_opts *opts, bool roww
     const char *name = rowwise ? "rowwise_adagrad" : "adagrad";
     sg_adagrad_opts o = SG_ADAGRAD_OPTS_DEFAULT;
     if (opts) o = *opts;
-    if (!valid_lr(o.lr) || !(o.lr_decay >= 0) || !isfinite(o.lr_decay) || !(o.weight_decay >= 0) ||
+    if (!sg__valid_lr(o.lr) || !(o.lr_decay >= 0) || !isfinite(o.lr_decay) || !(o.weight_decay >= 0) ||
         !isfinite(o.weight_decay) || !(o.initial_accumulator >= 0) ||
         !isfinite(o.initial_accumulator) || !(o.eps >= 0) || !isfinite(o.eps))
         return sg__fail(ctx, SG_ERR_ARG,
@@ -163,7 +163,7 @@ static sg_optim *adam_new(sg_ctx *ctx, const sg_adam_opts *opts, bool lazy)
     const char *name = lazy ? "lazy_adam" : "adam";
     sg_adam_opts o = SG_ADAM_OPTS_DEFAULT;
     if (opts) o = *opts;
-    if (!valid_lr(o.lr) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
+    if (!sg__valid_lr(o.lr) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
         !(o.eps >= 0) || !isfinite(o.eps) || !(o.weight_decay >= 0) || !isfinite(o.weight_decay))
         return sg__fail(ctx, SG_ERR_ARG,
                         "%s: lr %g >= 0, betas (%g, %g) in [0, 1), eps %g >= 0, weight_decay %g >= 0",
@@ -334,93 +334,9 @@ sg_tensor *sg_optim_param(const sg_optim *opt, int64_t i)
     return opt->params[i]->param;
 }
 
-static sg__pstate *state_of(const sg_optim *opt, const sg_tensor *p)
-{
-    if (!opt || !p) return NULL;
-    sg__pstate *ps = p->optim_state;
-    return ps && ps->opt == opt ? ps : NULL;
-}
-
 static bool optim_has_param(const sg_optim *opt, const sg_tensor *p)
 {
-    return state_of(opt, p) != NULL;
-}
-
-int sg_optim_state_count(const sg_optim *opt, const sg_tensor *param)
-{
-    if (!opt) return -1;
-    sg__pstate *ps = state_of(opt, param);
-    return ps ? ps->n_state : 0;
-}
-
-sg_tensor *sg_optim_state(const sg_optim *opt, const sg_tensor *param, int i, const char **name)
-{
-    sg__pstate *ps = state_of(opt, param);
-    if (!ps || i < 0 || i >= ps->n_state) return NULL;
-    if (name) *name = ps->state_name[i];
-    return ps->state[i];
-}
-
-int64_t sg_optim_lr_runs(const sg_optim *opt, const sg_tensor *param, int64_t *start, double *lr,
-                         int64_t cap)
-{
-    if (!opt) return -1;
-    sg__pstate *ps = state_of(opt, param);
-    if (!ps) {
-        sg__failc(opt->ctx, SG_ERR_STATE, "%s: lr_runs of a tensor that is not one of its parameters",
-                  opt->name);
-        return -1;
-    }
-    if (!ps->last) return 0;
-    for (int64_t i = 0; i < ps->n_runs && i < cap; i++) {
-        start[i] = ps->runs[i].start;
-        lr[i] = ps->runs[i].lr;
-    }
-    return ps->n_runs;
-}
-
-int sg_optim_set_lr_runs(sg_optim *opt, sg_tensor *param, const int64_t *start, const double *lr,
-                         int64_t n)
-{
-    if (!opt) return SG_ERR_NULL;
-    sg_ctx *ctx = opt->ctx;
-    sg__pstate *ps = state_of(opt, param);
-    if (!ps)
-        return sg__failc(ctx, SG_ERR_STATE, "%s: set_lr_runs of a tensor that is not one of its parameters",
-                         opt->name);
-    if (!ps->last) {
-        if (n == 0) return SG_OK;
-        return sg__failc(ctx, SG_ERR_STATE, "%s: this optimizer keeps no learning-rate history", opt->name);
-    }
-    if (n < 0 || (n > 0 && (!start || !lr)))
-        return sg__failc(ctx, SG_ERR_ARG, "%s: set_lr_runs: %lld runs", opt->name, (long long)n);
-    for (int64_t i = 0; i < n; i++)
-        if (start[i] < 1 || (i && start[i] <= start[i - 1]) || !valid_lr(lr[i]))
-            return sg__failc(ctx, SG_ERR_ARG,
-                             "%s: set_lr_runs: run %lld (start %lld, lr %g) out of order or range",
-                             opt->name, (long long)i, (long long)start[i], lr[i]);
-    const int64_t s = *ps->step;
-    bool behind = false;
-    for (int64_t r = 0; r < ps->rows; r++) {
-        if (ps->last[r] < 0 || ps->last[r] > s)
-            return sg__failc(ctx, SG_ERR_ARG, "%s: last_step[%lld] = %lld is outside [0, step %lld]",
-                             opt->name, (long long)r, (long long)ps->last[r], (long long)s);
-        behind |= ps->last[r] < s;
-    }
-    if (behind && n == 0)
-        return sg__failc(ctx, SG_ERR_ARG, "%s: rows are behind but no learning-rate runs were given",
-                         opt->name);
-    sg__lr_run *runs = NULL;
-    if (n > 0) {
-        runs = sg__malloc(ctx, (size_t)n * sizeof *runs);
-        if (!runs) return SG_ERR_NOMEM;
-        for (int64_t i = 0; i < n; i++) runs[i] = (sg__lr_run){start[i], lr[i]};
-    }
-    sg__free(ctx, ps->runs);
-    ps->runs = runs;
-    ps->n_runs = ps->cap_runs = n;
-    ps->lagging = behind;
-    return SG_OK;
+    return sg__optim_state_of(opt, p) != NULL;
 }
 
 int sg_optim_zero_grad(sg_optim *opt)
@@ -430,7 +346,7 @@ int sg_optim_zero_grad(sg_optim *opt)
     int64_t kept = 0;
     for (int64_t i = 0; i < ctx->store_len; i++) { /* one pass, the others keep their order */
         sg_tensor *p = ctx->store[i];
-        if (!state_of(opt, p)) {
+        if (!sg__optim_state_of(opt, p)) {
             ctx->store[kept++] = p;
             continue;
         }
@@ -493,8 +409,6 @@ static int group_rows(sg_optim *opt, const int64_t *idx, int64_t n, sg__rowgroup
     return SG_OK;
 }
 
-static bool is_lazy_sgd(const sg__pstate *ps) { return ps->last != NULL; }
-
 /* Room for one more learning-rate run in ps's history. */
 static int runs_reserve(sg_optim *opt, sg__pstate *ps)
 {
@@ -515,7 +429,7 @@ static int plan_rows(sg_optim *opt, sg__pstate *ps, const int64_t *idx, int64_t 
     *pl = (plan){ps, g, false, {n, idx, NULL, NULL, coalesced}, NULL, {1, NULL, NULL}};
     int rc = SG_OK;
     if (!coalesced && opt->ops->needs_groups(opt)) rc = group_rows(opt, idx, n, &pl->rg);
-    if (!rc && is_lazy_sgd(ps)) rc = runs_reserve(opt, ps);
+    if (!rc && sg__is_lazy_sgd(ps)) rc = runs_reserve(opt, ps);
     return rc;
 }
 
@@ -563,7 +477,7 @@ static int plan_grad(sg_optim *opt, sg__pstate *ps, sg_tensor *grad, plan *pl)
     if (grad->layout == SG_DENSE) {
         if (opt->ops->dense) *pl = (plan){ps, grad->data, true, {0, NULL, NULL, NULL, true}, NULL, {1, NULL, NULL}};
         else *pl = (plan){ps, grad->data, false, {ps->rows, NULL, NULL, NULL, true}, NULL, {1, NULL, NULL}};
-        return is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
+        return sg__is_lazy_sgd(ps) ? runs_reserve(opt, ps) : SG_OK;
     }
     const int64_t *idx = grad->indices->data;
     const void *g = grad->values->data;
@@ -581,7 +495,7 @@ static void apply_plan(sg_optim *opt, plan *pl, double lr)
 {
     sg__pstate *ps = pl->ps;
     int64_t s = ++*ps->step;
-    if (is_lazy_sgd(ps) && (ps->n_runs == 0 || ps->runs[ps->n_runs - 1].lr != lr))
+    if (sg__is_lazy_sgd(ps) && (ps->n_runs == 0 || ps->runs[ps->n_runs - 1].lr != lr))
         ps->runs[ps->n_runs++] = (sg__lr_run){s, lr};
     if (pl->factored) sg__sgd_rows_factored(opt, ps, pl->factored, &pl->buckets, lr);
     else if (pl->dense) opt->ops->dense(opt, ps, pl->g, s, lr);
@@ -780,7 +694,7 @@ int sg_optim_step(sg_optim *opt)
     for (int64_t i = 0; i < cnt; i++) {
         sg_tensor *p = sg_grads_param(ctx, i);
         opt->visited++;
-        if (!p->grad || !state_of(opt, p)) continue;
+        if (!p->grad || !sg__optim_state_of(opt, p)) continue;
         if (opt->check_finite && (rc = check_grad_finite(opt, p->optim_state, p->grad))) return rc;
         rc = plan_grad(opt, p->optim_state, p->grad, &plans[n++]);
         if (rc) return rc;
@@ -829,7 +743,7 @@ static int fused_validate(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r, 
 {
     if (!opt || !W || !r) return SG_ERR_NULL;
     sg_ctx *ctx = opt->ctx;
-    sg__pstate *ps = state_of(opt, W);
+    sg__pstate *ps = sg__optim_state_of(opt, W);
     if (!ps)
         return sg__failc(ctx, SG_ERR_STATE, "%s: fused update of a tensor that is not one of its parameters",
                          opt->name);
@@ -864,7 +778,7 @@ int sg__optim_apply_rows(sg_optim *opt, sg_tensor *W, const sg__fused_rows *r)
     const int64_t n = r->n, *idx = r->idx;
     const bool factored = !r->g;
     const void *g = r->g;
-    if (factored && n > 0 && (opt->kind != SG__OPT_SGD || is_lazy_sgd(ps))) {
+    if (factored && n > 0 && (opt->kind != SG__OPT_SGD || sg__is_lazy_sgd(ps))) {
         g = expand_rows(ctx, W->dtype, ps->width, r);
         if (!g) return ctx->status ? ctx->status : SG_ERR_NOMEM;
     }

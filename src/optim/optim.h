@@ -123,6 +123,21 @@ struct sg_optim {
     double pw[63][4];
 };
 
+/* ps when p is a parameter of opt, else NULL (either may be NULL). */
+static inline sg__pstate *sg__optim_state_of(const sg_optim *opt, const sg_tensor *p)
+{
+    if (!opt || !p) return NULL;
+    sg__pstate *ps = p->optim_state;
+    return ps && ps->opt == opt ? ps : NULL;
+}
+
+/* ps is a parameter of exact lazy SGD (SGD with momentum or weight decay): its rows may be
+ * behind its step, caught up through its learning-rate runs (sgd.c). */
+static inline bool sg__is_lazy_sgd(const sg__pstate *ps) { return ps->last != NULL; }
+
+/* A learning rate an optimizer accepts (finite, >= 0). */
+static inline bool sg__valid_lr(double lr) { return isfinite(lr) && lr >= 0; }
+
 extern const sg__optim_ops sg__sgd_ops, sg__adagrad_ops, sg__rowwise_adagrad_ops,
     sg__adam_ops, sg__lazy_adam_ops;
 
