@@ -10,8 +10,11 @@
 #include <stdint.h>
 
 typedef struct {
-    int quick;   /* fewer repetitions and smaller cases: a smoke test */
-    int threads; /* threads for the library (0: the family's default) */
+    int quick;         /* fewer repetitions and smaller cases: a smoke test */
+    int threads;       /* threads for the library (0: the family's default) */
+    int reps;          /* --reps N: repetitions of every case (0: the family's choice) */
+    const char *shape; /* --shape SPEC: the one case to run, for families that take it
+                          (matmul: MxKxN); NULL: the family's cases */
 } sgb_cfg;
 
 double sgb_now_ms(void);
@@ -19,7 +22,8 @@ double sgb_now_ms(void);
 double sgb_median(double *t, int n);
 /* Median wall time in ms of fn(ud) over `reps` runs after one warm-up run. */
 double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps);
-/* Repetitions for a case: `full` normally, fewer (at least 3) with --quick. */
+/* Repetitions for a case: `full` normally, fewer (at least 3) with --quick, cfg->reps when
+ * --reps is given. */
 int sgb_reps(const sgb_cfg *cfg, int full);
 /* One JSON line: {"bench","case","params":<params_json>,"ms","ref_ms","ratio","threads"}
  * followed by the fields in extra_json (a comma-separated list of "key":value, or NULL).

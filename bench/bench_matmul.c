@@ -1,10 +1,19 @@
 /* sgrad-bench matmul: (M,K)@(K,N) in f32 through the library, forward alone and forward
- * plus backward (dA = G B^T, dB = A^T G), against the plainest triple loops doing the same
- * products in the same run. Square sizes 64, 256, 512 (--quick: 64 and 128). One thread
- * unless --threads is given, so that ratio compares kernels rather than core counts.
- * Extra fields: gflops of the library path and of the reference, and the largest
- * difference between the two forward results (a sanity check of what is timed). */
+ * plus backward (dA = G B^T, dB = A^T G). Each case is timed three ways in the same run:
+ * the library as built (the kernel its rule picks for the shape: BLAS in a build with one,
+ * src/ops/matmul.c), the library with the hand-written kernel forced on every product,
+ * and the plainest triple loops doing the same products (the reference; square sizes only,
+ * ref_ms null on the others, where the loops would take seconds). Cases: square
+ * sizes 64, 256, 512, then (1000,200)@(200,1000), (2048,512)@(512,256) and a fastText-like
+ * output layer, batch 1024, dim 100, 512 outputs: (1024,100)@(100,512) (--quick: 64, 128
+ * and the fastText-like one); --shape MxKxN runs that one case. One thread unless
+ * --threads is given, so that ratio compares kernels rather than core counts.
+ * Extra fields: gflops (the library as built), direct_gflops (the hand-written kernel),
+ * ref_gflops (the loops, or null), kernel (of the forward product: "blas" or "direct"), blas
+ * (the BLAS the build calls, or null), and the largest difference of the forward result
+ * from the loops' (or from the hand-written kernel's where the loops are skipped). */
 #include "bench.h"
+#include "ops/ops.h" /* sg__matmul_force: the hand-written kernel on demand */
 #include "sgrad.h"
 
 #include <math.h>
@@ -78,18 +87,36 @@ static void ref_fwd_bwd(void *ud)
     sgb_sink(m->c[0] + m->ga[0] + m->gb[0]);
 }
 
-/* Largest |library - reference| over the forward product. */
-static double fwd_diff(mm_case *m)
+/* Largest |library - reference| over the forward product: the loops' result, or with
+ * against_direct the hand-written kernel's. */
+static double fwd_diff(mm_case *m, int against_direct)
 {
     sg_tensor *c = sg_matmul(m->a, m->b);
     double worst = c ? 0 : INFINITY;
-    ref_product(m);
+    if (against_direct) {
+        sg__matmul_force(SG__MM_DIRECT);
+        sg_tensor *d = sg_matmul(m->a, m->b);
+        sg__matmul_force(SG__MM_AUTO);
+        for (int i = 0; c && d && i < m->M * m->N; i++) m->c[i] = sg_tensor_f32(d)[i];
+        if (!d) worst = INFINITY;
+    } else {
+        ref_product(m);
+    }
     for (int i = 0; c && i < m->M * m->N; i++) {
         double d = fabs((double)sg_tensor_f32(c)[i] - (double)m->c[i]);
         if (d > worst) worst = d;
     }
     sg_tape_reset(m->ctx);
     return worst;
+}
+
+/* The library with the hand-written kernel forced on every product. */
+static double direct_ms(void (*fn)(void *), mm_case *m, int reps)
+{
+    sg__matmul_force(SG__MM_DIRECT);
+    double ms = sgb_median_ms(fn, m, reps);
+    sg__matmul_force(SG__MM_AUTO);
+    return ms;
 }
 
 static int run_size(const sgb_cfg *cfg, sg_ctx *ctx, int threads, int M, int K, int N, int reps)
@@ -109,21 +136,28 @@ static int run_size(const sgb_cfg *cfg, sg_ctx *ctx, int threads, int M, int K, 
     sg_tensor_requires_grad(m.a, 1);
     sg_tensor_requires_grad(m.b, 1);
 
-    const double diff = fwd_diff(&m);
     const double flops = 2.0 * M * K * N;
-    char params[96], extra[160];
+    const int with_ref = M == K && K == N; /* the loops take seconds on the others */
+    const double diff = fwd_diff(&m, !with_ref);
+    char params[96], extra[320], blas[32];
     snprintf(params, sizeof params, "{\"M\":%d,\"K\":%d,\"N\":%d}", M, K, N);
+    snprintf(blas, sizeof blas, sg__matmul_blas() ? "\"%s\"" : "null", sg__matmul_blas());
+    const char *kernel = sg__matmul_kernel(M, N, K) == SG__MM_BLAS ? "blas" : "direct";
 
-    double ms = sgb_median_ms(lib_fwd, &m, reps), ref = sgb_median_ms(ref_fwd, &m, reps);
-    snprintf(extra, sizeof extra, "\"gflops\":%.4g,\"ref_gflops\":%.4g,\"max_abs_diff\":%.3g",
-             flops / (ms * 1e6), flops / (ref * 1e6), diff);
-    sgb_emit("matmul", "fwd", params, ms, ref, threads, extra);
-
-    ms = sgb_median_ms(lib_fwd_bwd, &m, reps);
-    ref = sgb_median_ms(ref_fwd_bwd, &m, reps);
-    snprintf(extra, sizeof extra, "\"gflops\":%.4g,\"ref_gflops\":%.4g", 3 * flops / (ms * 1e6),
-             3 * flops / (ref * 1e6));
-    sgb_emit("matmul", "fwd_bwd", params, ms, ref, threads, extra);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        void (*lib)(void *) = bwd ? lib_fwd_bwd : lib_fwd;
+        const double f = bwd ? 3 * flops : flops; /* the backward is two more products */
+        const double ms = sgb_median_ms(lib, &m, reps), dms = direct_ms(lib, &m, reps);
+        const double ref = with_ref ? sgb_median_ms(bwd ? ref_fwd_bwd : ref_fwd, &m, reps) : 0;
+        char refg[32];
+        snprintf(refg, sizeof refg, with_ref ? "%.4g" : "null", f / (ref * 1e6));
+        int n = snprintf(extra, sizeof extra,
+                         "\"gflops\":%.4g,\"direct_gflops\":%.4g,\"ref_gflops\":%s,\"kernel\":\"%s\","
+                         "\"blas\":%s",
+                         f / (ms * 1e6), f / (dms * 1e6), refg, kernel, blas);
+        if (!bwd) snprintf(extra + n, sizeof extra - (size_t)n, ",\"max_abs_diff\":%.3g", diff);
+        sgb_emit("matmul", bwd ? "fwd_bwd" : "fwd", params, ms, ref, threads, extra);
+    }
     rc = m.failed;
     if (m.failed) fprintf(stderr, "matmul: %s\n", sg_ctx_message(ctx));
 done:
@@ -140,16 +174,28 @@ done:
 int sgb_matmul(const sgb_cfg *cfg)
 {
     const int threads = cfg->threads > 0 ? cfg->threads : 1;
+    static const int full[][3] = {{64, 64, 64},     {256, 256, 256},  {512, 512, 512},
+                                  {1000, 200, 1000}, {2048, 512, 256}, {1024, 100, 512}};
+    static const int quick[][3] = {{64, 64, 64}, {128, 128, 128}, {1024, 100, 512}};
+    int one[1][3];
+    const int(*cases)[3] = cfg->quick ? quick : full;
+    int n = cfg->quick ? 3 : 6;
+    if (cfg->shape) {
+        if (sscanf(cfg->shape, "%dx%dx%d", &one[0][0], &one[0][1], &one[0][2]) != 3 || one[0][0] < 1 ||
+            one[0][1] < 1 || one[0][2] < 1) {
+            fprintf(stderr, "matmul: --shape %s: want MxKxN, e.g. 1024x100x512\n", cfg->shape);
+            return 1;
+        }
+        cases = (const int(*)[3])one;
+        n = 1;
+    }
     sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = threads});
     if (!ctx) return 1;
-    static const int full[] = {64, 256, 512}, quick[] = {64, 128};
-    const int *sizes = cfg->quick ? quick : full;
-    const int n = cfg->quick ? 2 : 3;
     int rc = 0;
     for (int s = 0; s < n && !rc; s++) {
-        const int d = sizes[s];
-        const int reps = sgb_reps(cfg, d <= 64 ? 50 : d <= 256 ? 10 : 3);
-        rc = run_size(cfg, ctx, threads, d, d, d, reps);
+        const double flops = 2.0 * cases[s][0] * cases[s][1] * cases[s][2];
+        const int reps = sgb_reps(cfg, flops <= 2 * 64 * 64 * 64 ? 50 : flops <= 2e8 ? 10 : 5);
+        rc = run_size(cfg, ctx, threads, cases[s][0], cases[s][1], cases[s][2], reps);
     }
     sg_ctx_free(ctx);
     return rc;

@@ -2,7 +2,7 @@
  * `int sgb_<name>(const sgb_cfg *)` defined in bench/bench_<name>.c. */
 #define SGB_FAMILIES(X)                                                        \
     X(overhead, "tape overhead of a chain of small ops, forward and backward") \
-    X(matmul, "dense matmul forward and backward against a naive loop") \
+    X(matmul, "dense matmul forward and backward: as built (BLAS), hand-written kernel, naive loop") \
     X(sparse, "embedding gather/backward, index-add (1 and 2 threads), coalesce") \
     X(optim, "optimizer train steps (fused and unfused), many parameters, dense vs sparse")
 

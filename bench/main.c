@@ -65,6 +65,7 @@ double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps)
 
 int sgb_reps(const sgb_cfg *cfg, int full)
 {
+    if (cfg->reps > 0) return cfg->reps;
     if (!cfg->quick) return full;
     int r = full / 5;
     return r < 3 ? 3 : r;
@@ -87,7 +88,9 @@ void sgb_emit(const char *bench, const char *kase, const char *params_json, doub
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sgrad-bench [--quick] [--threads N] FAMILY|all\nfamilies:\n");
+    fprintf(f, "usage: sgrad-bench [--quick] [--threads N] [--reps N] [--shape SPEC] FAMILY|all\n"
+               "  --reps N      repetitions of every case (the median is reported)\n"
+               "  --shape SPEC  one case of a family that takes it: matmul MxKxN\nfamilies:\n");
     for (size_t i = 0; i < N_FAMILIES; i++)
         fprintf(f, "  %-10s %s%s\n", families[i].f.name, families[i].f.what,
                 families[i].named ? " (only by name)" : "");
@@ -95,11 +98,13 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    sgb_cfg cfg = {0, 0};
+    sgb_cfg cfg = {0};
     const char *which = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) cfg.quick = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) cfg.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) cfg.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) cfg.shape = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (!which) which = argv[i];
         else { usage(stderr); return 2; }

@@ -332,7 +332,12 @@ SG_API sg_tensor *sg_scale(sg_tensor *a, double s); /* also for COO a */
  *   (B,M,K) @ (B,K,N) -> (B,M,N)    one product per batch
  *   (B,M,K) @ (K,N)   -> (B,M,N)    b shared by every batch, as in numpy; b's gradient
  *                                    sums over the batch
- *   COO (M,K) @ dense (K,N) -> dense (M,N) */
+ *   COO (M,K) @ dense (K,N) -> dense (M,N)
+ * Dense products and their backward (dA = G B^T, dB = A^T G) run on a BLAS (BLIS) in a
+ * build with one (CMake SGRAD_BLAS), cut into fixed 256 x 256 blocks of the output over the
+ * context's threads, and on a hand-written kernel below about 2^14 multiply-adds (or
+ * without a BLAS); which one depends on the shape alone, so results are bitwise the same
+ * for any thread count (on one machine; docs/blas.md). */
 SG_API sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b);
 SG_API sg_tensor *sg_sum(sg_tensor *a);  /* all elements -> shape (); also for COO a */
 SG_API sg_tensor *sg_mean(sg_tensor *a); /* all elements -> shape () */

@@ -1,4 +1,5 @@
-/* Links against an installed sgrad: d/dx sum(x*x) at x = (1,2,3) must be (2,4,6). */
+/* Links against an installed sgrad: d/dx sum(x*x) at x = (1,2,3) must be (2,4,6), and a
+ * 40x40 matrix product must be exact. */
 #include <math.h>
 #include <stdio.h>
 #include <sgrad.h>
@@ -15,6 +16,23 @@ int main(void)
     sg_tensor *g = sg_tensor_grad(x);
     int ok = 1;
     for (int i = 0; i < 3; i++) ok &= fabs(sg_tensor_get(g, i) - 2.0 * (i + 1)) < 1e-12;
+    /* A product big enough for the BLAS path of a build with one (src/ops/matmul.c), so a
+     * static user links the BLAS too; small integers, so every summation order is exact. */
+    enum { n = 40 };
+    static double a[n * n], b[n * n];
+    for (int i = 0; i < n * n; i++) {
+        a[i] = i % 7 - 3;
+        b[i] = i % 5 - 2;
+    }
+    sg_tensor *c = sg_matmul(sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){n, n}, a),
+                             sg_tensor_from_data(ctx, SG_F64, 2, (int64_t[]){n, n}, b));
+    ok &= c != NULL;
+    for (int i = 0; c && i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
+            ok &= sg_tensor_get(c, i * n + j) == s;
+        }
     printf("%s\n", ok ? "install ok" : "wrong gradient");
     sg_ctx_free(ctx);
     return ok ? 0 : 1;

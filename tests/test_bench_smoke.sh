@@ -8,11 +8,29 @@ if [ ! -x "$build/sgrad-bench" ]; then
     exit 77
 fi
 out=$(mktemp)
-trap 'rm -f "$out" "$out.pystep" "$out.cores" "$out.rowmem"' EXIT
+trap 'rm -f "$out" "$out.pystep" "$out.cores" "$out.rowmem" "$out.mvt"' EXIT
 "$build/sgrad-bench" --quick all >"$out"
 "$build/sgrad-bench" --quick pystep >"$out.pystep" # named families, not in all
 "$build/sgrad-bench" --quick cores >"$out.cores"
 "$build/sgrad-bench" --quick rowmem >"$out.rowmem"
+# bench/matmul_vs_torch.py at a tiny size, 2 rounds of 1 rep: sgrad's lines always, torch's
+# and the ratios where /usr/bin/python3 has torch (without it the script times sgrad alone).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+PYTHONDONTWRITEBYTECODE=1 "$py" bench/matmul_vs_torch.py --bench "$build/sgrad-bench" \
+    --shapes 40x24x56 --threads 1,2 --rounds 2 --reps 1 --pause 0 >"$out.mvt" 2>/dev/null
+python3 - "$out.mvt" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()]
+assert recs[0]["framework"] == "env", recs[0]
+sg = [r for r in recs if r["framework"] == "sgrad"]
+assert sorted((r["threads"], r["case"]) for r in sg) == [(1, "fwd"), (1, "fwd_bwd"), (2, "fwd"), (2, "fwd_bwd")], sg
+assert all(r["gflops"] > 0 and r["direct_gflops"] > 0 and len(r["rounds_ms"]) == 2 for r in sg), sg
+th = [r for r in recs if r["framework"] == "torch"]
+assert len(th) in (0, 4) and len([r for r in recs if r["framework"] == "ratio"]) == len(th), recs
+assert len([r for r in recs if r["framework"] == "scaling"]) == 2, recs
+print("matmul_vs_torch: %d lines%s" % (len(recs), "" if th else " (no torch: sgrad alone)"))
+PY
 python3 - "$out" "$out.pystep" "$out.cores" "$out.rowmem" <<'PY'
 import json, sys
 rm = [json.loads(l) for l in open(sys.argv[4]).read().splitlines()]
@@ -45,6 +63,10 @@ want = {"overhead", "matmul", "sparse", "optim"}
 assert want <= fams, f"families missing: {want - fams}"
 assert any("us_per_node" in json.loads(l) for l in lines), "no us_per_node"
 assert any("peak_bytes" in json.loads(l) for l in lines), "no peak_bytes"
+mm = [json.loads(l) for l in lines if json.loads(l)["bench"] == "matmul"]
+assert [(o["params"]["M"], o["params"]["K"], o["params"]["N"]) for o in mm[::2]] == \
+    [(64, 64, 64), (128, 128, 128), (1024, 100, 512)], mm
+assert all(o["gflops"] > 0 and o["direct_gflops"] > 0 and o["kernel"] in ("blas", "direct") for o in mm), mm
 print(f"{len(lines)} benchmark lines checked")
 print("1 passed, 0 failed")
 PY

@@ -13,7 +13,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 awk '/^```c$/ {on = 1; next} on && /^```$/ {exit} on' README.md >"$tmp/example.c"
 [ -s "$tmp/example.c" ] || { echo "no C example in README.md"; exit 1; }
-cc -std=c11 -Wall -Werror $san -Iinclude "$tmp/example.c" "$build/libsgrad.a" -fopenmp -lm -o "$tmp/example"
+# What a static user links besides libsgrad.a: sgrad.pc's Libs.private (libm, OpenMP, and
+# the BLAS of a build with one, docs/blas.md).
+libs=$(sed -n 's/^Libs.private: //p' "$build/sgrad.pc" 2>/dev/null || true)
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Werror $san -Iinclude "$tmp/example.c" "$build/libsgrad.a" ${libs:--fopenmp -lm} -o "$tmp/example"
 out=$("$tmp/example")
 echo "$out"
 [ "$out" = "gradient rows: 3" ] || { echo "unexpected output"; exit 1; }
