@@ -2,10 +2,13 @@
 libsgrad.so (ctypes); every op, backward and optimizer step runs in C.
 
 The package's modules: ``errors`` (one exception per failure kind), ``context`` (the C
-context: threads, seed, the tape), ``tensor`` (Tensor, from_numpy, coo), ``ops`` (the
-differentiable ops, PyTorch's names), ``autograd`` (clipping, gradcheck), ``nn`` (modules
-and ``nn.functional``), ``optim`` (optimizers and learning-rate schedulers), and the
-trainers ``Word2Vec``/``KeyedVectors`` and ``fasttext``. This module only re-exports.
+context: threads, seed, the tape), ``tensor`` (Tensor, from_numpy, coo), ``dlpack``
+(from_dlpack: memory shared with PyTorch and numpy), ``ops`` (the differentiable ops,
+PyTorch's names), ``autograd`` (clipping, gradcheck), ``nn`` (modules and
+``nn.functional``), ``optim`` (optimizers and learning-rate schedulers), the trainers
+``Word2Vec``/``KeyedVectors`` and ``fasttext``, and ``sgrad.torch`` (PyTorch modules
+whose tables live in sgrad; imported on demand, the only module that imports torch).
+This module only re-exports.
 """
 from ._lib import lib
 from ._args import F32, F64, I32, I64  # noqa: F401  (the C dtype codes)
@@ -13,6 +16,7 @@ from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 from .context import Context, default_context, no_grad
 from .tensor import Tensor, coo, from_numpy
+from .dlpack import from_dlpack
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all
 from .autograd import clip_grad_norm, clip_grad_value, gradcheck
@@ -25,7 +29,7 @@ from . import fasttext  # noqa: F401
 
 __version__ = lib.sg_version().decode()
 
-__all__ = (["Context", "default_context", "no_grad", "Tensor", "from_numpy", "coo",
-            "clip_grad_norm", "clip_grad_value", "gradcheck", "optim", "nn", "Word2Vec",
+__all__ = (["Context", "default_context", "no_grad", "Tensor", "from_numpy", "from_dlpack",
+            "coo", "clip_grad_norm", "clip_grad_value", "gradcheck", "optim", "nn", "Word2Vec",
             "KeyedVectors", "save_checkpoint", "load_checkpoint", "read_checkpoint_meta",
             "plot_training", "fasttext"] + _errors_all + _ops_all)

@@ -217,6 +217,29 @@ class Tensor:
             ctypes.memmove(out.ctypes.data, lib.sg_tensor_data(h), n * dtype.itemsize)
         return out
 
+    def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Optional[bool] = None) -> Any:
+        """A DLPack capsule of this dense tensor, for ``torch.from_dlpack(t)`` and
+        ``numpy.from_dlpack(t)``: a persistent tensor's memory is SHARED (writes on either
+        side are seen by the other; the consumer's tensor keeps the memory alive, also
+        after this Tensor goes). A step tensor, whose memory the next step reuses, is
+        copied (refused with StateError, a RuntimeError, when ``copy=False``); ``copy=True``
+        copies any tensor. LayoutError (a TypeError) for a COO tensor. ``stream``,
+        ``max_version`` and ``dl_device`` (the array API's) are accepted for CPU memory
+        only. See ``sgrad.dlpack``."""
+        if stream is not None and stream != -1:
+            raise ArgumentError("__dlpack__: stream must be None for CPU memory", 7)
+        if dl_device is not None and tuple(int(v) for v in dl_device) != (1, 0):
+            raise ArgumentError(f"__dlpack__: dl_device {tuple(dl_device)}; sgrad tensors "
+                                "live on the CPU, (1, 0)", 7)
+        from .dlpack import _tensor_capsule
+        return _tensor_capsule(self, copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0): DLPack's kDLCPU, device 0 (every sgrad tensor lives in CPU memory)."""
+        self._h()
+        return (1, 0)
+
     def __array__(self, dtype: Any = None) -> np.ndarray:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)

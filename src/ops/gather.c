@@ -200,6 +200,43 @@ static int64_t bag_count(const sg_tensor *idx, int64_t pad, int64_t s, int64_t e
     return c;
 }
 
+typedef struct {
+    const sg_tensor *gout, *psw, *idx, *offsets, *argmax;
+    sg_tensor *val;
+    int mode;
+    int64_t pad, D, N;
+    bool divide; /* mean mode with the true gradient: a bag's rows get g / its count */
+} bag_grad_job;
+
+/* W's gradient rows of bags [lo, hi): entry i of bag b gets c * gout[b] (c: 1, the
+ * entry's weight or 1 / the bag's count), or in max mode the elements it was the max of. */
+static void bag_grad_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const bag_grad_job *jg = ud;
+    const int64_t D = jg->D, N = jg->N;
+    SG__DISPATCH_FLOAT(jg->val->dtype, T, {
+        const T *g = jg->gout->data;
+        const T *pw = jg->psw ? jg->psw->data : NULL;
+        T *v = jg->val->data;
+        for (int64_t b = lo; b < hi; b++) {
+            const T *gb = g + b * D;
+            if (jg->mode == SG_BAG_MAX) {
+                const int64_t *am = (const int64_t *)jg->argmax->data + b * D;
+                for (int64_t j = 0; j < D; j++)
+                    if (am[j] >= 0) v[am[j] * D + j] = gb[j];
+                continue;
+            }
+            int64_t s = bag_start(jg->offsets, b, N);
+            int64_t e = bag_start(jg->offsets, b + 1, N);
+            T inv = jg->divide ? (T)1 / (T)bag_count(jg->idx, jg->pad, s, e) : (T)1;
+            for (int64_t i = s; i < e; i++) {
+                T c = jg->divide ? inv : pw ? pw[i] : (T)1;
+                for (int64_t j = 0; j < D; j++) v[i * D + j] = c * gb[j];
+            }
+        }
+    });
+}
+
 /* Node: in W (and per-sample weights), saved[0] idx, saved[1] offsets or, in max mode,
  * the argmax (B,D) (entry of idx giving each output element, -1 for none); iarg mode,
  * padding_idx, B, the grad rule (sg_bag_grad); extra the fused optimizer or NULL. */
@@ -219,27 +256,13 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
         int64_t ishape[2] = {1, N - npad};
         sg_tensor *ind = !val ? NULL : npad ? sg__tmp(ctx, SG_I64, 2, ishape, false) : sg__index_row_i64(idx);
         if (!ind) return sg__status_or_nomem(ctx);
+        /* Each bag writes its own entries' rows: parallel over bags, the same bits for any
+         * thread count. */
+        bag_grad_job jg = {gout, psw, idx, offsets, argmax, val, mode, pad, D, N,
+                           mode == SG_BAG_MEAN && n->iarg[3] == SG_BAG_GRAD_TRUE};
+        sg__parallel_for(ctx, B, sg__row_grain(B ? N * D / B + D : D), bag_grad_rows, &jg);
         SG__DISPATCH_FLOAT(W->dtype, T, {
-            const T *g = gout->data;
-            const T *pw = psw ? psw->data : NULL;
             T *v = val->data;
-            for (int64_t b = 0; b < B; b++) {
-                const T *gb = g + b * D;
-                if (mode == SG_BAG_MAX) {
-                    const int64_t *am = (const int64_t *)argmax->data + b * D;
-                    for (int64_t j = 0; j < D; j++)
-                        if (am[j] >= 0) v[am[j] * D + j] = gb[j];
-                    continue;
-                }
-                int64_t s = bag_start(offsets, b, N);
-                int64_t e = bag_start(offsets, b + 1, N);
-                const bool divide = mode == SG_BAG_MEAN && n->iarg[3] == SG_BAG_GRAD_TRUE;
-                T inv = divide ? (T)1 / (T)bag_count(idx, pad, s, e) : (T)1;
-                for (int64_t i = s; i < e; i++) {
-                    T c = divide ? inv : pw ? pw[i] : (T)1;
-                    for (int64_t j = 0; j < D; j++) v[i * D + j] = c * gb[j];
-                }
-            }
             if (npad) { /* keep the entries that are not padding, in order */
                 int64_t *oi = ind->data;
                 int64_t k = 0;
@@ -294,12 +317,33 @@ typedef struct {
     sg_tensor *out, *argmax;
 } bag_job;
 
+/* Rows looked up this many entries ahead are prefetched: a bag's rows are scattered over
+ * a large table, and without it the loop waits on each one's cache miss in turn. */
+#define SG__BAG_AHEAD 8
+#define SG__BAG_PREFETCH_MAX 1024
+
+/* Prefetches the row of entry i of idx when i < end (entries past the job's are not its).
+ * A macro, not a function: GCC marks a function whose only effect is a prefetch as const
+ * and drops the calls to it when it has not inlined it first. */
+#define SG__BAG_PREFETCH(w, idx, i, end, rowbytes)                                         \
+    do {                                                                                  \
+        if ((i) < (end)) {                                                                \
+            const char *p_ = (w) + (size_t)sg__idx_at((idx), (i)) * (rowbytes);            \
+            size_t n_ = (rowbytes) < SG__BAG_PREFETCH_MAX ? (rowbytes)                     \
+                                                          : SG__BAG_PREFETCH_MAX;         \
+            for (size_t off_ = 0; off_ < n_; off_ += 64) SG__PREFETCH(p_ + off_);         \
+        }                                                                                 \
+    } while (0)
+
 /* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
 static void bag_forward(void *ud, int64_t lo, int64_t hi)
 {
     const bag_job *jb = ud;
     const sg_tensor *idx = jb->idx;
     const int64_t N = idx->numel, D = jb->W->shape[1], pad = jb->pad;
+    const int64_t end = bag_start(jb->offsets, hi, N); /* the job's last entry + 1 */
+    const size_t rowbytes = (size_t)D * sg_dtype_size(jb->W->dtype);
+    const char *wbytes = jb->W->data;
     SG__DISPATCH_FLOAT(jb->W->dtype, T, {
         const T *w = jb->W->data;
         const T *pw = jb->psw ? jb->psw->data : NULL;
@@ -311,6 +355,7 @@ static void bag_forward(void *ud, int64_t lo, int64_t hi)
                 int64_t *am = (int64_t *)jb->argmax->data + b * D;
                 for (int64_t j = 0; j < D; j++) am[j] = -1;
                 for (int64_t i = s; i < e; i++) {
+                    SG__BAG_PREFETCH(wbytes, idx, i + SG__BAG_AHEAD, end, rowbytes);
                     int64_t r = sg__idx_at(idx, i);
                     if (r == pad) continue;
                     const T *row = w + r * D;
@@ -323,6 +368,7 @@ static void bag_forward(void *ud, int64_t lo, int64_t hi)
                 continue;
             }
             for (int64_t i = s; i < e; i++) {
+                SG__BAG_PREFETCH(wbytes, idx, i + SG__BAG_AHEAD, end, rowbytes);
                 int64_t r = sg__idx_at(idx, i);
                 if (r == pad) continue;
                 const T *row = w + r * D;
