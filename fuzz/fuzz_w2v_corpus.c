@@ -1,4 +1,4 @@
-/* libFuzzer target: sgrad-w2v's corpus reader and vocabulary (tools/common/vocab.c) on the
+/* libFuzzer target: the trainers' corpus reader and vocabulary (models/common/vocab.c) on the
  * input as a corpus file. Beyond memory safety, leaks and undefined behaviour: every token
  * is shorter than TC_MAX_WORD and holds no separator byte; tc_vocab_count_file counts
  * the tokens and lines the reader gives; after tc_vocab_finalize (min-count 1 to 3, from

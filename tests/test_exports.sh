@@ -2,7 +2,7 @@
 # The shared library exports exactly the public API: every dynamic symbol it defines is a
 # function declared SG_API in include/sgrad.h, and no internal sg__ name leaks. When the
 # MPI module is built, the same holds for libsgrad_dist and include/sgrad_dist.h, and
-# libsgrad itself does not depend on MPI.
+# libsgrad itself does not depend on MPI; so for libsgrad_models and include/sgrad_models.h.
 set -euo pipefail
 build=$1
 lib=$(ls "$build"/libsgrad.so.* 2>/dev/null | head -n1 || true)
@@ -33,6 +33,12 @@ check() {
 check "$lib" include/sgrad.h
 if readelf -d "$lib" 2>/dev/null | grep NEEDED | grep -qi mpi; then
     echo "exports: $lib depends on MPI (only libsgrad_dist may)"; fail=1
+fi
+models=$(ls "$build"/libsgrad_models.so.* 2>/dev/null | head -n1 || true)
+if [ -n "$models" ]; then # the trainers: sgrad_models.h's functions, none of their internals
+    check "$models" include/sgrad_models.h
+else
+    echo "exports: no libsgrad_models in $build (SGRAD_BUILD_MODELS=OFF), not checked"
 fi
 dist=$(ls "$build"/libsgrad_dist.so.* 2>/dev/null | head -n1 || true)
 if [ -n "$dist" ]; then

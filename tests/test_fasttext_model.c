@@ -11,14 +11,7 @@
 
 #include <unistd.h>
 
-#include "../tools/common/huffman.c"
-#include "../tools/common/progress.c"
-#include "../tools/common/sampling.c"
-#include "../tools/common/cli.c"
-#include "../tools/common/vocab.c"
-#include "../tools/fasttext/dict.c"
-#include "../tools/fasttext/model.c"
-#include "../tools/fasttext/train.c"
+#include "fasttext/ft.h"
 
 TEST(hash_is_fasttexts_fnv1a)
 {
@@ -142,10 +135,10 @@ TEST(a_step_updates_only_the_batch_rows)
     ft_config c = small_config(path, FT_LOSS_SOFTMAX);
     ft_model m;
     ft_train_result r;
-    CHECK(ft_train(&c, NULL, &m, &r) == 0);
+    CHECK(ft_train(&c, &m, &r, NULL) == 0);
     ft_examples ex = {0};
     ft_train_result r2 = {0};
-    CHECK(read_examples(&m, &ex, &r2) == 0 && ex.row_off.n == 241);
+    CHECK(ft_read_examples(&m, &ex, &r2) == 0 && ex.row_off.n == 241);
     const int64_t rows = sg_tensor_dim(m.input, 0), D = c.dim;
     float *before = malloc((size_t)(rows * D) * sizeof *before);
     memcpy(before, sg_tensor_data(m.input), (size_t)(rows * D) * sizeof *before);
@@ -155,7 +148,7 @@ TEST(a_step_updates_only_the_batch_rows)
     sg_optim *opt = sg_optim_sgd(m.ctx, &(sg_sgd_opts){.lr = 0.5});
     CHECK(sg_optim_add_param(opt, m.input) == SG_OK && sg_optim_add_param(opt, m.output) == SG_OK);
     tc_rng rng = {1};
-    CHECK(isfinite(ft_step(&m, opt, &ex, first, n, &rng, NULL)));
+    CHECK(isfinite(ft_step(&m, opt, &ex, first, n, &rng, NULL, NULL)));
     const float *after = sg_tensor_f32(m.input);
     int64_t moved = 0, batch_rows = 0;
     for (int64_t i = 0; i < rows; i++) {
@@ -188,12 +181,12 @@ TEST(the_model_file_gives_back_the_models_predictions)
         c.lr = 0.5;
         ft_model m, l;
         ft_train_result r;
-        CHECK(ft_train(&c, NULL, &m, &r) == 0);
-        CHECK(ft_model_save(&m, model, stderr) == 0);
-        CHECK(ft_model_load(&l, model, 1, false, stderr) == 0);
+        CHECK(ft_train(&c, &m, &r, NULL) == 0);
+        CHECK(ft_model_save(&m, model, NULL) == 0);
+        CHECK(ft_model_load(&l, model, 1, false, NULL) == 0);
         CHECK(l.dict.words.size == m.dict.words.size && l.dict.labels.size == 3);
         ft_examples ex = {0};
-        CHECK(read_examples(&m, &ex, &r) == 0);
+        CHECK(ft_read_examples(&m, &ex, &r) == 0);
         /* buckets kept: exactly those some example uses (all moved in training) */
         bool *used = calloc((size_t)m.dict.bucket, 1);
         int64_t n_used = 0;
@@ -240,17 +233,17 @@ TEST(a_loaded_model_searches_its_bucket_rows_as_its_map_finds_them)
     c.lr = 0.5;
     ft_model m, mapped, searched;
     ft_train_result r;
-    CHECK(ft_train(&c, NULL, &m, &r) == 0);
-    CHECK(ft_model_save(&m, model, stderr) == 0);
-    CHECK(ft_model_load(&mapped, model, 1, false, stderr) == 0);
-    const int64_t floor_was = bucket_map_floor;
-    bucket_map_floor = 0; /* now only the file's size allows a map: too small for it */
-    CHECK(ft_model_load(&searched, model, 1, false, stderr) == 0);
-    bucket_map_floor = floor_was;
+    CHECK(ft_train(&c, &m, &r, NULL) == 0);
+    CHECK(ft_model_save(&m, model, NULL) == 0);
+    CHECK(ft_model_load(&mapped, model, 1, false, NULL) == 0);
+    const int64_t floor_was = ft_bucket_map_floor;
+    ft_bucket_map_floor = 0; /* now only the file's size allows a map: too small for it */
+    CHECK(ft_model_load(&searched, model, 1, false, NULL) == 0);
+    ft_bucket_map_floor = floor_was;
     CHECK(mapped.bucket_map != NULL && searched.bucket_map == NULL);
     CHECK(searched.n_bucket_rows > 100); /* the search has rows to find */
     ft_examples ex = {0};
-    CHECK(read_examples(&m, &ex, &r) == 0 && ex.row_off.n == 241);
+    CHECK(ft_read_examples(&m, &ex, &r) == 0 && ex.row_off.n == 241);
     int64_t same = 0;
     for (int64_t i = 0; i < 240; i++) {
         ft_ids rows = {ex.rows.v + ex.row_off.v[i], ex.row_off.v[i + 1] - ex.row_off.v[i], 0};
@@ -294,7 +287,7 @@ TEST(a_query_token_is_cut_as_the_corpus_reader_cuts_it)
     for (int i = 0; i < 6; i++) {
         char read[TC_MAX_WORD], cut[TC_MAX_WORD];
         CHECK(tc_reader_next(&r, read) == TC_TOK_WORD && tc_reader_next(&r, cut) == TC_TOK_EOL);
-        ft_word_as_read(tokens[i], cut);
+        sg_word_as_read(tokens[i], cut);
         if (strcmp(read, cut)) fprintf(stderr, "token %d: the reader keeps %zu bytes, the cut %zu\n", i, strlen(read), strlen(cut));
         CHECK(strcmp(read, cut) == 0);
     }

@@ -9,15 +9,7 @@
 
 #include <unistd.h>
 
-#include "../tools/common/huffman.c"
-#include "../tools/common/progress.c"
-#include "../tools/common/sampling.c"
-#include "../tools/common/cli.c"
-#include "../tools/common/vocab.c"
-#include "../tools/fasttext/dict.c"
-#include "../tools/fasttext/model.c"
-#include "../tools/fasttext/train.c"
-#include "../tools/fasttext/vectors.c"
+#include "fasttext/ft.h"
 
 #define BUCKET 1000003
 
@@ -202,10 +194,10 @@ TEST(a_step_moves_exactly_the_batch_rows_of_the_tables)
         ft_config c = small_config(path, kind, 1);
         ft_model m;
         ft_train_result r;
-        CHECK(ft_train_vectors(&c, NULL, &m, &r) == 0);
+        CHECK(ft_train_vectors(&c, &m, &r, NULL) == 0);
         vec_trainer t = {.cfg = &m.cfg, .m = &m, .rng = {5}};
-        CHECK(trainer_tables(&t) == 0 && tc_reader_open(&t.rd, path) == 0);
-        CHECK(fill_batch(&t) == 0 && t.n > 0);
+        CHECK(ft_vec_tables(&t) == 0 && tc_reader_open(&t.rd, path) == 0);
+        CHECK(ft_vec_fill_batch(&t) == 0 && t.n > 0);
         const int64_t R = sg_tensor_dim(m.input, 0), D = c.dim;
         bool *in_batch = calloc((size_t)R, 1);
         for (int64_t i = 0; i < t.bag_rows.n; i++) in_batch[t.bag_rows.v[i]] = true;
@@ -213,7 +205,7 @@ TEST(a_step_moves_exactly_the_batch_rows_of_the_tables)
         memcpy(before, sg_tensor_data(m.input), (size_t)(R * D) * sizeof *before);
         sg_optim *opt = sg_optim_sgd(m.ctx, &(sg_sgd_opts){.lr = 0.5});
         CHECK(sg_optim_add_param(opt, m.input) == SG_OK && sg_optim_add_param(opt, m.output) == SG_OK);
-        CHECK(isfinite(vec_step(&t, opt)));
+        CHECK(isfinite(ft_vec_step(&t, opt)));
         const float *after = sg_tensor_f32(m.input);
         int64_t moved = 0, batch_rows = 0, buckets = 0;
         for (int64_t i = 0; i < R; i++) {
@@ -229,7 +221,7 @@ TEST(a_step_moves_exactly_the_batch_rows_of_the_tables)
         }
         CHECK(buckets > 5 && moved == batch_rows);
         tc_reader_close(&t.rd);
-        trainer_free(&t);
+        ft_vec_trainer_free(&t);
         sg_optim_free(opt);
         free(before);
         free(in_batch);
@@ -248,7 +240,7 @@ TEST(training_gives_the_same_model_for_1_and_2_threads)
         for (int k = 0; k < 2; k++) {
             ft_config c = small_config(path, kind, k + 1);
             c.epoch = 2;
-            CHECK(ft_train_vectors(&c, NULL, &m[k], &r) == 0);
+            CHECK(ft_train_vectors(&c, &m[k], &r, NULL) == 0);
         }
         const size_t bytes = (size_t)(sg_tensor_dim(m[0].input, 0) * 8) * sizeof(float);
         CHECK(!memcmp(sg_tensor_data(m[0].input), sg_tensor_data(m[1].input), bytes));

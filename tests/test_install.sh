@@ -25,10 +25,55 @@ fi
 # shellcheck disable=SC2046,SC2086
 "$cc" -std=c11 $san "$src/tests/install_consumer.c" -o "$tmp/with_pkgconfig" $(pkg-config --cflags --libs sgrad) -lm
 LD_LIBRARY_PATH="$libdir" "$tmp/with_pkgconfig"
+# A static user: libsgrad.a and what `pkg-config --static` adds for it (Libs.private: libm,
+# OpenMP, and the BLAS of a build with one, which the program's matmul needs).
+# shellcheck disable=SC2046,SC2086
+"$cc" -std=c11 $san "$src/tests/install_consumer.c" -o "$tmp/with_pkgconfig_static" \
+    $(pkg-config --cflags sgrad) $(pkg-config --static --libs sgrad | sed 's/-lsgrad\b/-l:libsgrad.a/') -lm
+"$tmp/with_pkgconfig_static"
 cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer"
+"$tmp/consumer/consumer_static"
+for p in "$tmp/with_pkgconfig_static" "$tmp/consumer/consumer_static"; do
+    if readelf -d "$p" | grep NEEDED | grep -q libsgrad; then
+        echo "install: $p, linked statically, needs libsgrad.so"; exit 1
+    fi
+done
+blas=$(sed -n 's/^SGRAD_BLAS_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+if grep -q 'SG_BLAS_HAS_CBLAS:INTERNAL=1' "$build/CMakeCache.txt" && [ -n "$blas" ]; then
+    pkg-config --static --libs sgrad | grep -q -- "-l$(basename "${blas%%.so*}" | sed 's/^lib//')" ||
+        { echo "install: sgrad.pc's Libs.private does not name the BLAS ($blas)"; exit 1; }
+    echo "install: static users link the BLAS ($blas) through sgrad.pc and sgrad::sgrad_static"
+fi
+
+# The trainers, when the build has them (SGRAD_BUILD_MODELS): sgrad_models.pc (shared and
+# static) and find_package(sgrad COMPONENTS models), each consumer training and reloading
+# a model through sgrad_models.h.
+if [ -f "$libdir/pkgconfig/sgrad_models.pc" ]; then
+    [ -f "$tmp/prefix/include/sgrad_models.h" ] || { echo "install: sgrad_models.h is not installed"; exit 1; }
+    # shellcheck disable=SC2046,SC2086
+    "$cc" -std=c11 $san "$src/tests/install_consumer_models.c" -o "$tmp/models_pkgconfig" \
+        $(pkg-config --cflags --libs sgrad_models) -lm
+    LD_LIBRARY_PATH="$libdir" "$tmp/models_pkgconfig" "$tmp/m1.sgw2v"
+    # shellcheck disable=SC2046,SC2086
+    "$cc" -std=c11 $san "$src/tests/install_consumer_models.c" -o "$tmp/models_pkgconfig_static" \
+        $(pkg-config --cflags sgrad_models) \
+        $(pkg-config --static --libs sgrad_models | sed 's/-lsgrad_models\b/-l:libsgrad_models.a/; s/-lsgrad\b/-l:libsgrad.a/') -lm
+    "$tmp/models_pkgconfig_static" "$tmp/m2.sgw2v"
+    cmake -S "$src/tests/install_consumer_models" -B "$tmp/consumer_models" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+        -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" >/dev/null
+    cmake --build "$tmp/consumer_models" >/dev/null
+    LD_LIBRARY_PATH="$libdir" "$tmp/consumer_models/consumer_models" "$tmp/m3.sgw2v"
+    "$tmp/consumer_models/consumer_models_static" "$tmp/m4.sgw2v"
+    if readelf -d "$tmp/models_pkgconfig_static" | grep NEEDED | grep -q libsgrad; then
+        echo "install: $tmp/models_pkgconfig_static, linked statically, needs a libsgrad*.so"; exit 1
+    fi
+    echo "install: sgrad_models found by pkg-config and by find_package(sgrad COMPONENTS models)"
+else
+    echo "install: no libsgrad_models in this build (SGRAD_BUILD_MODELS=OFF), not checked"
+fi
 
 # The MPI module, when the build has it: sgrad_dist.pc and find_package(sgrad COMPONENTS
 # dist), each program run on 2 ranks.

@@ -1,10 +1,10 @@
-/* tools/common's Huffman tree (hierarchical softmax) against a tree worked out by hand
+/* libsgrad_models's Huffman tree (models/common/huffman.c) (hierarchical softmax) against a tree worked out by hand
  * with fastText's construction, and against a naive Huffman coding (repeatedly merge the
  * two lightest by a full scan): the same optimal weighted path length, prefix-free codes,
  * every path ending at the root. */
 #include "testutil.h"
 
-#include "../tools/common/huffman.c"
+#include "common/common.h"
 
 TEST(a_tree_worked_out_by_hand)
 {

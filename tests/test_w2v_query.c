@@ -1,4 +1,4 @@
-/* The query module of sgrad-w2v (tools/w2v/query.c): nearest neighbours with k = 0 write
+/* The query module of libsgrad_models (models/w2v/query.c, through sg_w2v_evaluate): nearest neighbours with k = 0 write
  * nothing, a query of subnormal values gives finite cosines, and the analogy benchmark
  * scores every covered question whatever the vectors' dimension (answers worked out by
  * hand from vectors built on basis directions). */
@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "../tools/w2v/query.c"
+#include "w2v/w2v.h"
 
 TEST(nearest_with_k_zero_finds_nothing_and_writes_nothing)
 {
@@ -65,13 +65,16 @@ TEST(evaluate_scores_questions_of_any_dimension)
     f = fopen(qpath, "w");
     fputs(": one section\na b c d\nA B C E\na b c zzz\n", f);
     fclose(f);
-    sg_ctx *ctx = sg_ctx_new(NULL);
-    w2v_eval res;
-    CHECK(w2v_cmd_evaluate(ctx, vpath, -1, qpath, 0, NULL, &res) == 0);
+    sg_w2v *m = sg_w2v_load_vectors(vpath, -1, NULL);
+    CHECK(m != NULL);
+    sg_w2v_eval res;
+    CHECK(sg_w2v_evaluate(m, qpath, 0, &res, NULL) == SG_OK);
     CHECK(res.questions == 3);
     CHECK(res.covered == 2);
     CHECK(res.correct == 1);
-    sg_ctx_free(ctx);
+    CHECK(res.n_sections == 1 && res.sections[0].total == 3 && res.sections[0].covered == 2);
+    sg_w2v_eval_free(&res);
+    sg_w2v_free(m);
     remove(vpath);
     remove(qpath);
 }

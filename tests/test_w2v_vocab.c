@@ -6,8 +6,7 @@
 
 #include <unistd.h>
 
-#include "../tools/common/sampling.c"
-#include "../tools/common/vocab.c"
+#include "common/common.h"
 
 static const char *write_tmp(const char *name, const char *text)
 {

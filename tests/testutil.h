@@ -162,7 +162,7 @@ static inline unsigned char *tu_slurp(const char *path, size_t *n)
     return b;
 }
 
-/* A write hook (sg_ctx_opts.write) that lets `budget` bytes through and then fails with
+/* A write hook (sg__set_write_hook, src/io/io_test.h) that lets `budget` bytes through and then fails with
  * errno `err` (budget < 0: no limit), and passes at most `chunk` bytes a call when chunk
  * > 0 (short writes). */
 typedef struct {

@@ -1,8 +1,8 @@
-/* Small pieces of the programs' command lines and batching rules (common.h). */
+/* Numbers on the programs' command lines (tools.h). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include "common.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,10 +27,3 @@ bool tc_parse_real(const char *s, double lo, double hi, double *out)
     *out = v;
     return true;
 }
-
-int tc_row_hit_cap(double bound, double lr)
-{
-    const double cap = bound / lr;
-    return cap >= TC_MAX_ROW_HITS ? TC_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
-}
-

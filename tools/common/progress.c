@@ -3,17 +3,9 @@
  * line is printed every few seconds, so logs stay readable.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "common.h"
+#include "tools.h"
 
-#include <time.h>
 #include <unistd.h>
-
-double tc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void tc_progress_init(tc_progress *p, FILE *f, int threads)
 {
@@ -51,6 +43,11 @@ void tc_progress_update(tc_progress *p, int64_t done, int64_t total, double lr,
             p->tty ? "\r" : "", 100 * frac, lr, wps / 1e3, loss, eta,
             p->tty ? (force ? "\n" : "  ") : "\n");
     fflush(p->f);
+}
+
+bool tc_progress_due(const tc_progress *p)
+{
+    return p->f && tc_now() - p->last_print >= (p->tty ? 0.2 : 5.0);
 }
 
 void tc_log_init(tc_log *l, FILE *f, int threads)

@@ -1,10 +1,10 @@
 /* sgrad-fasttext command line: fastText's verbs supervised, test, predict, predict-prob,
  * skipgram, cbow, print-word-vectors, nn and analogies with its flags, defaults and output
- * formats. Everything but answers (and the query prompts, which fastText prints to stdout
+ * formats; a flag parser and printer over libsgrad_models (sgrad_models.h). Everything but answers (and the query prompts, which fastText prints to stdout
  * too) goes to stderr; an answer that cannot be written makes the verb fail.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "ft.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <float.h>
@@ -70,7 +70,7 @@ static int out_finish(void)
 }
 
 /* Training flags into c; 0, 2 with a message, or -1 after printing the usage (-help). */
-static int parse_flags(int argc, char **argv, ft_config *c)
+static int parse_flags(int argc, char **argv, sg_ft_opts *c, const char **input, const char **output)
 {
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -92,10 +92,10 @@ static int parse_flags(int argc, char **argv, ft_config *c)
         if ((ok = tc_parse_int(a, lo, hi, &n))) dst = n; \
     }
         char *end;
-        if (!strcmp(f, "-input")) c->input = a;
-        else if (!strcmp(f, "-output")) c->output = a;
+        if (!strcmp(f, "-input")) *input = a;
+        else if (!strcmp(f, "-output")) *output = a;
         else if (!strcmp(f, "-label")) c->label = a;
-        else if (!strcmp(f, "-loss")) ok = ft_loss_parse(a, &c->loss);
+        else if (!strcmp(f, "-loss")) ok = !sg_ft_loss_parse(a, &c->loss);
         else if (!strcmp(f, "-lr")) {
             c->lr = strtod(a, &end);
             ok = *a && !*end && c->lr > 0 && c->lr < 1e3;
@@ -109,8 +109,8 @@ static int parse_flags(int argc, char **argv, ft_config *c)
         INT_FLAG("-bucket", 0, INT32_MAX, c->bucket)
         INT_FLAG("-minCount", 0, INT64_MAX, c->min_count)
         INT_FLAG("-minCountLabel", 0, INT64_MAX, c->min_count_label)
-        INT_FLAG("-minn", 0, TC_MAX_WORD, c->minn)
-        INT_FLAG("-maxn", 0, TC_MAX_WORD, c->maxn)
+        INT_FLAG("-minn", 0, SG_MAX_WORD, c->minn)
+        INT_FLAG("-maxn", 0, SG_MAX_WORD, c->maxn)
         INT_FLAG("-neg", 1, 1 << 16, c->neg)
         INT_FLAG("-thread", 1, 1 << 16, c->threads)
         INT_FLAG("-seed", 0, INT64_MAX, c->seed)
@@ -134,7 +134,7 @@ static int parse_flags(int argc, char **argv, ft_config *c)
 /* Writes paths[0] (the model) and, with n 2, paths[1] (the .vec) so that all are replaced
  * or none (tc_staged: short of a rename failing after the first). 0, or -1 with a
  * message. */
-static int save_outputs(const ft_model *m, const char *const *paths, int n)
+static int save_outputs(const sg_ft *m, const char *const *paths, int n)
 {
     tc_staged s;
     int rc = 0;
@@ -142,8 +142,10 @@ static int save_outputs(const ft_model *m, const char *const *paths, int n)
         fprintf(stderr, "sgrad-fasttext: cannot write %s: %s\n", paths[s.failed], tc_out_strerror(errno));
         rc = -1;
     } else {
-        rc = ft_model_save(m, s.staged[0], stderr);
-        if (!rc && n > 1) rc = ft_write_vec(m, s.staged[1], stderr);
+        sg_model_error err;
+        rc = sg_ft_save(m, s.staged[0], &err) ? -1 : 0;
+        if (!rc && n > 1) rc = sg_ft_write_vectors(m, s.staged[1], &err) ? -1 : 0;
+        if (rc) fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
         if (rc) {
             tc_staged_abort(&s);
         } else if (tc_staged_commit(&s)) {
@@ -176,57 +178,102 @@ static bool clash(const char *flag_a, const char *a, const char *b, bool by_inod
     return !known || same;
 }
 
-/* supervised, skipgram, cbow: trains and writes MODEL.bin (and MODEL.vec for vectors). */
-static int cmd_train(ft_kind kind, int argc, char **argv)
+/* Progress lines from the library's events (-verbose 2) and its INFO lines (-verbose 1). */
+typedef struct {
+    tc_progress pr;
+    bool progress, supervised;
+    double interval_loss;
+    int64_t interval_n;
+} ft_printer;
+
+static int on_event(void *ud, const sg_event *e)
 {
-    ft_config c;
-    if (kind == FT_SUPERVISED) ft_config_default(&c);
-    else ft_config_default_vectors(&c, kind);
+    ft_printer *p = ud;
+    if (e->kind == SG_EVENT_INFO) {
+        /* fastText's own lines as fastText prints them, the program's with its name */
+        fprintf(stderr, "%s%s\n", strncmp(e->message, "Read ", 5) ? "sgrad-fasttext: " : "", e->message);
+        return 0;
+    }
+    if (!p->progress || (e->kind != SG_EVENT_STEP && e->kind != SG_EVENT_END)) return 0;
+    p->pr.threads = e->threads > 0 ? e->threads : 1;
+    if (e->kind == SG_EVENT_END) {
+        tc_progress_update(&p->pr, e->total_words, e->total_words, 0, e->loss, true);
+        return 0;
+    }
+    p->interval_loss += e->loss;
+    p->interval_n += e->examples;
+    if (!p->supervised && !tc_progress_due(&p->pr)) return 0;
+    /* the classifier: each step's loss (the line prints when due); vectors: since the last line */
+    tc_progress_update(&p->pr, e->words_done, e->total_words, e->lr,
+                       p->supervised ? e->loss / (double)e->examples : p->interval_loss / (double)p->interval_n, false);
+    p->interval_loss = 0;
+    p->interval_n = 0;
+    return 0;
+}
+
+/* MODEL.bin and MODEL.vec checked before training: writable, and neither the input nor
+ * each other. 0 or -1 with a message. */
+static int check_outputs(sg_ft_kind kind, const char *input, const char *path, const char *vec)
+{
+    /* both files are checked before training: a run that cannot save does not start */
+    int rc = tc_check_output("sgrad-fasttext", "-output", path, TC_OUT_STAGED, stderr);
+    if (!rc && kind != SG_FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, TC_OUT_STAGED, stderr);
+    if (!rc && clash("-input", input, path, true)) rc = -1;
+    if (!rc && kind != SG_FT_SUPERVISED && (clash("-input", input, vec, true) || clash("-output's", path, vec, false)))
+        rc = -1;
+    return rc;
+}
+
+/* supervised, skipgram, cbow: trains and writes MODEL.bin (and MODEL.vec for vectors). */
+static int cmd_train(sg_ft_kind kind, int argc, char **argv)
+{
+    sg_ft_opts c = sg_ft_opts_default(kind);
     c.threads = 12;
-    const int bad = parse_flags(argc, argv, &c);
+    const char *input = NULL, *output = NULL;
+    const int bad = parse_flags(argc, argv, &c, &input, &output);
     if (bad) return bad < 0 ? out_finish() : bad;
-    if (!c.input || !c.output) {
-        fprintf(stderr, "sgrad-fasttext: %s needs -input and -output\n", ft_kind_name(kind));
+    if (!input || !output) {
+        fprintf(stderr, "sgrad-fasttext: %s needs -input and -output\n", sg_ft_kind_name(kind));
         return 2;
     }
     struct stat st;
-    const int missing = stat(c.input, &st) ? errno : 0;
+    const int missing = stat(input, &st) ? errno : 0;
     if (missing || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "sgrad-fasttext: -input %s: %s\n", c.input,
+        fprintf(stderr, "sgrad-fasttext: -input %s: %s\n", input,
                 missing ? strerror(missing) : "not a regular file (it is read twice)");
         return 1;
     }
-    if (ft_config_check(&c, stderr)) return 1;
-    size_t len = strlen(c.output);
+    sg_model_error err;
+    if (sg_ft_opts_check(&c, &err)) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
+        return 1;
+    }
+    size_t len = strlen(output);
     char *path = malloc(len + 5), *vec = malloc(len + 5);
     int rc = path && vec ? 0 : -1;
     if (!rc) {
-        memcpy(path, c.output, len);
-        memcpy(path + len, ".bin", 5);
-        memcpy(vec, c.output, len);
-        memcpy(vec + len, ".vec", 5);
-        /* both files are checked before training: a run that cannot save does not start */
-        rc = tc_check_output("sgrad-fasttext", "-output", path, TC_OUT_STAGED, stderr);
-        if (!rc && kind != FT_SUPERVISED) rc = tc_check_output("sgrad-fasttext", "-output", vec, TC_OUT_STAGED, stderr);
-        if (!rc && clash("-input", c.input, path, true)) rc = -1;
-        if (!rc && kind != FT_SUPERVISED && (clash("-input", c.input, vec, true) || clash("-output's", path, vec, false)))
-            rc = -1;
+        snprintf(path, len + 5, "%s.bin", output);
+        snprintf(vec, len + 5, "%s.vec", output);
+        rc = check_outputs(kind, input, path, vec);
     }
-    ft_model m;
-    ft_train_result r;
-    if (!rc) rc = kind == FT_SUPERVISED ? ft_train(&c, c.verbose > 1 ? stderr : NULL, &m, &r)
-                                        : ft_train_vectors(&c, c.verbose > 1 ? stderr : NULL, &m, &r);
-    if (!rc) {
-        rc = save_outputs(&m, (const char *[]){path, vec}, kind == FT_SUPERVISED ? 1 : 2);
+    ft_printer p = {.progress = c.verbose > 1, .supervised = kind == SG_FT_SUPERVISED};
+    tc_progress_init(&p.pr, stderr, 1);
+    c.on_event = on_event;
+    c.event_ud = &p;
+    sg_ft_result r;
+    sg_ft *m = rc ? NULL : sg_ft_train_file(input, &c, &r, &err);
+    if (!rc && !m) fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
+    if (m) {
+        rc = save_outputs(m, (const char *[]){path, vec}, kind == SG_FT_SUPERVISED ? 1 : 2);
         if (!rc && c.verbose > 0)
             fprintf(stderr, "sgrad-fasttext: %lld examples x %d epochs in %.2f s, final loss %.4f; "
                             "wrote %s%s%s\n", (long long)r.examples, c.epoch, r.seconds, r.final_loss,
-                    path, kind != FT_SUPERVISED ? " and " : "", kind != FT_SUPERVISED ? vec : "");
-        ft_model_free(&m);
+                    path, kind != SG_FT_SUPERVISED ? " and " : "", kind != SG_FT_SUPERVISED ? vec : "");
+        sg_ft_free(m);
     }
     free(path);
     free(vec);
-    return rc ? 1 : 0;
+    return rc || !m ? 1 : 0;
 }
 
 /* Labels of the k best scores, best first (ties: the lower label index first). */
@@ -264,57 +311,57 @@ static int cmd_eval(const char *verb, int argc, char **argv)
         return 2;
     }
     const bool test = !strcmp(verb, "test"), probs = !strcmp(verb, "predict-prob");
-    ft_model m;
-    if (ft_model_load(&m, argv[0], 1, false, stderr)) return 1;
-    ft_lines l;
-    if (ft_lines_open(&l, argv[1])) {
-        fprintf(stderr, "sgrad-fasttext: cannot read %s: %s\n", argv[1], strerror(errno));
-        ft_model_free(&m);
+    sg_model_error err;
+    sg_ft *m = sg_ft_load(argv[0], SG_FT_SUPERVISED, &err);
+    if (!m) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
         return 1;
     }
-    const int64_t C = m.dict.labels.size, kk = k < 0 || k > C ? C : k;
+    sg_lines *l = sg_lines_open(argv[1], &err);
+    if (!l) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
+        sg_ft_free(m);
+        return 1;
+    }
+    const int64_t C = sg_ft_labels(m), kk = k < 0 || k > C ? C : k;
     /* fastText keeps a label when its probability p >= th; a score is log(p + 1e-5) */
-    const double min_score = th > 0 ? log(th + FT_LOG_EPS) : -INFINITY;
+    const double min_score = th > 0 ? log(th + 1e-5) : -INFINITY;
     double *score = malloc((size_t)C * sizeof *score);
-    int64_t *best = malloc((size_t)kk * sizeof *best);
-    ft_ids rows = {0}, labels = {0};
+    int64_t *best = malloc((size_t)kk * sizeof *best), *labels = malloc((size_t)C * sizeof *labels);
     int64_t n_ex = 0, hits = 0, predicted = 0, gold = 0;
-    int rc = score && best ? 0 : -1, more = 0;
-    while (!rc && (more = ft_lines_next(&l)) > 0) {
-        int64_t n_words;
-        rows.n = labels.n = 0;
-        if (ft_dict_line(&m.dict, l.tok, l.n, l.eol, &rows, &labels, &n_words) ||
-            (rows.n && ft_predict_scores(&m, &rows, score))) {
+    int rc = score && best && labels ? 0 : -1, more = 0;
+    char **tok;
+    int64_t n_tok, inputs, n_labels;
+    bool eol;
+    while (!rc && (more = sg_lines_next(l, &tok, &n_tok, &eol)) > 0) {
+        if (sg_ft_predict(m, tok, n_tok, eol, score, &inputs, labels, C, &n_labels, &err)) {
             rc = -1;
             break;
         }
-        int64_t n = rows.n ? best_k(score, C, kk, best) : 0;
+        int64_t n = inputs ? best_k(score, C, kk, best) : 0;
         while (n > 0 && score[best[n - 1]] < min_score) n--;
         if (test) {
-            if (!labels.n || !rows.n) continue;
+            if (!n_labels || !inputs) continue;
             n_ex++;
             predicted += n;
-            gold += labels.n;
+            gold += n_labels;
             for (int64_t i = 0; i < n; i++)
-                for (int64_t j = 0; j < labels.n; j++)
-                    if (labels.v[j] == best[i]) {
+                for (int64_t j = 0; j < n_labels; j++)
+                    if (labels[j] == best[i]) {
                         hits++;
                         break;
                     }
             continue;
         }
         for (int64_t i = 0; i < n; i++) {
-            printf("%s%s", i ? " " : "", m.dict.labels.words[best[i]]);
+            printf("%s%s", i ? " " : "", sg_ft_label(m, best[i]));
             if (probs) printf(" %g", exp(score[best[i]]));
         }
         putchar('\n');
         if (!out_ok()) break;
     }
-    if (more < 0 || rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
-    else if (ferror(l.rd.f)) {
-        fprintf(stderr, "sgrad-fasttext: error reading %s\n", argv[1]);
-        rc = -1;
-    }
+    if (more == -SG_ERR_IO) fprintf(stderr, "sgrad-fasttext: error reading %s\n", argv[1]);
+    else if (more < 0 || rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
     if (!rc && more >= 0 && test) {
         printf("N\t%lld\n", (long long)n_ex);
         printf("P@%lld\t%.3g\n", (long long)k, predicted ? (double)hits / (double)predicted : 0.0);
@@ -322,10 +369,9 @@ static int cmd_eval(const char *verb, int argc, char **argv)
     }
     free(score);
     free(best);
-    ft_ids_free(&rows);
-    ft_ids_free(&labels);
-    ft_lines_close(&l);
-    ft_model_free(&m);
+    free(labels);
+    sg_lines_close(l);
+    sg_ft_free(m);
     return rc || more < 0 ? 1 : out_finish();
 }
 
@@ -359,16 +405,19 @@ static int cmd_print_vectors(int argc, char **argv)
         fprintf(stderr, "sgrad-fasttext: print-word-vectors needs MODEL.bin (words on stdin)\n");
         return 2;
     }
-    ft_model m;
-    if (ft_model_load(&m, argv[0], 1, true, stderr)) return 1;
-    const int64_t D = m.cfg.dim;
+    sg_model_error err;
+    sg_ft *m = sg_ft_load(argv[0], SG_FT_SKIPGRAM, &err);
+    if (!m) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
+        return 1;
+    }
+    const int64_t D = sg_ft_dim(m);
     float *v = malloc((size_t)D * sizeof *v);
-    char word[TC_MAX_WORD], *tok = NULL;
+    char *tok = NULL;
     size_t cap = 0;
     int rc = v ? 0 : -1, got = 0;
     while (!rc && (got = read_token(&tok, &cap)) > 0) {
-        ft_word_as_read(tok, word);
-        if ((rc = ft_word_vector(&m, word, v))) break;
+        if ((rc = sg_ft_word_vector(m, tok, v, NULL))) break;
         printf("%s ", tok);
         for (int64_t d = 0; d < D; d++) printf("%.5g ", v[d]);
         putchar('\n');
@@ -377,7 +426,7 @@ static int cmd_print_vectors(int argc, char **argv)
     if (rc || got < 0) fprintf(stderr, "sgrad-fasttext: out of memory\n");
     free(v);
     free(tok);
-    ft_model_free(&m);
+    sg_ft_free(m);
     return rc || got < 0 ? 1 : out_finish();
 }
 
@@ -391,14 +440,18 @@ static int cmd_query(bool analogies, int argc, char **argv)
         fprintf(stderr, "sgrad-fasttext: %s needs MODEL.bin [k > 0] (queries on stdin)\n", verb);
         return 2;
     }
-    ft_model m;
-    if (ft_model_load(&m, argv[0], 1, true, stderr)) return 1;
-    const int64_t D = m.cfg.dim, W = m.dict.words.size, kk = k < W ? k : W;
-    float *q = malloc((size_t)D * sizeof *q), *v = malloc((size_t)D * sizeof *v), *table = NULL;
+    sg_model_error err;
+    sg_ft *m = sg_ft_load(argv[0], SG_FT_SKIPGRAM, &err);
+    if (!m) {
+        fprintf(stderr, "sgrad-fasttext: %s\n", err.message);
+        return 1;
+    }
+    const int64_t D = sg_ft_dim(m), W = sg_ft_words(m), kk = k < W ? k : W;
+    float *q = malloc((size_t)D * sizeof *q), *v = malloc((size_t)D * sizeof *v);
     int64_t *best = malloc((size_t)kk * sizeof *best);
     double *sim = malloc((size_t)kk * sizeof *sim);
     const int n_words = analogies ? 3 : 1;
-    char word[TC_MAX_WORD], *tok[3] = {NULL, NULL, NULL};
+    char *tok[3] = {NULL, NULL, NULL};
     size_t cap[3] = {0, 0, 0};
     int rc = q && v && best && sim ? 0 : -1;
     while (!rc) {
@@ -412,30 +465,28 @@ static int cmd_query(bool analogies, int argc, char **argv)
         int64_t ban[3];
         for (int64_t d = 0; d < D; d++) q[d] = 0;
         for (int i = 0; i < n_words && !rc; i++) {
-            ft_word_as_read(tok[i], word);
-            ban[i] = tc_vocab_find(&m.dict.words, word);
-            if ((rc = ft_word_vector(&m, word, v))) break;
+            ban[i] = sg_ft_find_word(m, tok[i]);
+            if ((rc = sg_ft_word_vector(m, tok[i], v, NULL))) break;
             double n2 = 0;
             for (int64_t d = 0; d < D; d++) n2 += (double)v[d] * v[d];
             /* nn: the vector itself; analogies: unit vectors, as fastText's */
             const double s = !analogies ? 1 : (i == 1 ? -1 : 1) / (sqrt(n2) + 1e-8);
             for (int64_t d = 0; d < D; d++) q[d] = (float)(q[d] + s * v[d]);
         }
-        const int64_t n = rc ? -1 : ft_nearest(&m, &table, q, kk, ban, n_words, best, sim);
+        const int64_t n = rc ? -1 : sg_ft_nearest(m, q, kk, ban, n_words, best, sim);
         if (n < 0) {
             rc = -1;
             break;
         }
-        for (int64_t i = 0; i < n; i++) printf("%s %g\n", m.dict.words.words[best[i]], sim[i]);
+        for (int64_t i = 0; i < n; i++) printf("%s %g\n", sg_ft_word(m, best[i]), sim[i]);
     }
     if (rc) fprintf(stderr, "sgrad-fasttext: out of memory\n");
     free(q);
     free(v);
-    free(table);
     free(best);
     free(sim);
     for (int i = 0; i < 3; i++) free(tok[i]);
-    ft_model_free(&m);
+    sg_ft_free(m);
     return rc ? 1 : out_finish();
 }
 
@@ -450,9 +501,9 @@ int main(int argc, char **argv)
         usage(stdout);
         return out_finish();
     }
-    if (!strcmp(verb, "supervised")) return cmd_train(FT_SUPERVISED, argc - 2, argv + 2);
-    if (!strcmp(verb, "skipgram")) return cmd_train(FT_SKIPGRAM, argc - 2, argv + 2);
-    if (!strcmp(verb, "cbow")) return cmd_train(FT_CBOW, argc - 2, argv + 2);
+    if (!strcmp(verb, "supervised")) return cmd_train(SG_FT_SUPERVISED, argc - 2, argv + 2);
+    if (!strcmp(verb, "skipgram")) return cmd_train(SG_FT_SKIPGRAM, argc - 2, argv + 2);
+    if (!strcmp(verb, "cbow")) return cmd_train(SG_FT_CBOW, argc - 2, argv + 2);
     if (!strcmp(verb, "print-word-vectors")) return cmd_print_vectors(argc - 2, argv + 2);
     if (!strcmp(verb, "nn")) return cmd_query(false, argc - 2, argv + 2);
     if (!strcmp(verb, "analogies")) return cmd_query(true, argc - 2, argv + 2);

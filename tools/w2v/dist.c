@@ -1,6 +1,6 @@
 /* sgrad-w2v under mpirun (built only with SGRAD_MPI; main.c calls it under W2V_WITH_MPI):
  * one model trained by P ranks, each on its share of the corpus, combined by periodic
- * merging of the whole tables (w2v_parallel in w2v.h): every sync the ranks' changes to the
+ * merging of the whole tables (sg_w2v_merger in sgrad_models.h): every sync the ranks' changes to the
  * tables since the previous sync are summed and added to the tables of the previous
  * sync, which every rank keeps (`base`), by ring_merge. Invariants: after each sync every
  * rank holds the same tables and base equals them; every collective here is entered by
@@ -14,7 +14,7 @@
  * blocking one): block b of P is summed in the ring's order from rank b, then sent to
  * every rank, the same bits everywhere (on 2 ranks a + b, the same either way).
  */
-#include "w2v.h"
+#include "w2v_tool.h"
 
 #include <mpi.h>
 #include <stdlib.h>
@@ -128,20 +128,11 @@ static int ring_merge(w2v_dist *d, float *x, float *base, int64_t n, const char 
     return 0;
 }
 
-static int table_count(const w2v_model *m, sg_tensor *tables[3])
-{
-    tables[0] = m->in;
-    tables[1] = m->out;
-    tables[2] = m->hs;
-    return 3;
-}
-
 /* The first call records the tables after making every rank's rank 0's (one seed gives
  * them all the same start; the broadcast makes that a fact). */
-static int record_base(w2v_dist *d, const w2v_model *m)
+static int record_base(w2v_dist *d, sg_tensor *const *tables)
 {
-    sg_tensor *tables[3];
-    for (int k = 0; k < table_count(m, tables); k++) {
+    for (int k = 0; k < 3; k++) {
         if (!tables[k]) continue;
         float *x = sg_tensor_f32(tables[k]);
         const int64_t n = sg_tensor_numel(tables[k]);
@@ -159,7 +150,7 @@ static int record_base(w2v_dist *d, const w2v_model *m)
     return 0;
 }
 
-static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *any_active)
+static int sync_tables(sg_w2v_merger *p, sg_tensor *const *tables, bool active, bool *any_active)
 {
     w2v_dist *d = p->impl;
     int flags[2] = {active, 0}, sums[2];
@@ -186,12 +177,11 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
         h = tc_fnv1a(h, p->hot_out, sizeof p->hot_out);
         h = tc_fnv1a(h, p->hot_node, sizeof p->hot_node);
         if (w2v_dist_agree(p, true, h, "the plan of hot-row merges")) return -1;
-        ok = record_base(d, m) == 0;
+        ok = record_base(d, tables) == 0;
         if (RUN(q, "the first sync", MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, d->comm, &q))) return -1;
         return ok ? 0 : -1;
     }
-    sg_tensor *tables[3];
-    for (int k = 0; k < table_count(m, tables); k++) {
+    for (int k = 0; k < 3; k++) {
         if (!tables[k]) continue;
         float *x = sg_tensor_f32(tables[k]), *base = d->base[k];
         const int64_t n = sg_tensor_numel(tables[k]);
@@ -202,12 +192,12 @@ static int sync_tables(w2v_parallel *p, const w2v_model *m, bool active, bool *a
     return 0;
 }
 
-/* w2v_parallel's merge_hot: the rows of hot level `level` (w2v.h), the same ring merge
+/* sg_w2v_merger's merge_hot: the rows of hot level `level`, the same ring merge
  * as a sync's on parts of the tables. Whether any rank is active is gathered too (else
  * ranks whose shares are done would run every hot merge up to the next sync: 3 ranks at
  * -sync-every 1000000 ran 82k an epoch, 20 s on a tiny corpus); its allreduce runs while
  * the ring's messages do, and is finished last. */
-static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active, bool *any_active)
+static int merge_hot(sg_w2v_merger *p, sg_tensor *const *tables, int level, bool active, bool *any_active)
 {
     w2v_dist *d = p->impl;
     d->hot_active = active;
@@ -215,11 +205,10 @@ static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active
     if (stalled) return -1;
     int err = MPI_Iallreduce(&d->hot_active, &d->hot_active_ranks, 1, MPI_INT, MPI_SUM, d->comm, &q);
     if (err != MPI_SUCCESS) return mpi_failed(err, "a merge of hot rows");
-    sg_tensor *tables[3];
-    for (int k = 0; k < table_count(m, tables); k++) {
+    for (int k = 0; k < 3; k++) {
         if (!tables[k]) continue;
         int64_t lo, hi;
-        w2v_hot_rows(p, level, k, sg_tensor_shape(tables[k])[0], &lo, &hi);
+        sg_w2v_hot_rows(p, level, k, sg_tensor_shape(tables[k])[0], &lo, &hi);
         const int64_t dim = sg_tensor_shape(tables[k])[1], n = (hi - lo) * dim;
         float *x = sg_tensor_f32(tables[k]) + lo * dim, *base = d->base[k] + lo * dim;
         for (int64_t i = 0; i < n; i += W2V_DIST_CHUNK)
@@ -231,7 +220,7 @@ static int merge_hot(w2v_parallel *p, const w2v_model *m, int level, bool active
     return 0;
 }
 
-int w2v_dist_agree(w2v_parallel *p, bool ok, uint64_t hash, const char *what)
+int w2v_dist_agree(sg_w2v_merger *p, bool ok, uint64_t hash, const char *what)
 {
     MPI_Comm comm = p ? ((w2v_dist *)p->impl)->comm : MPI_COMM_WORLD;
     int ranks = 1, rank = 0;
@@ -266,7 +255,7 @@ int w2v_dist_agree(w2v_parallel *p, bool ok, uint64_t hash, const char *what)
     return rc;
 }
 
-int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
+int w2v_dist_start(int *argc, char ***argv, w2v_flags *cfg, sg_w2v_merger **out)
 {
     *out = NULL;
     int err = MPI_Init(argc, argv);
@@ -290,13 +279,13 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
     uint64_t h = TC_FNV_OFFSET; /* the arguments, each NUL-ended */
     for (int i = 1; i < *argc; i++) h = tc_fnv1a(h, (*argv)[i], strlen((*argv)[i]) + 1);
     if (w2v_dist_agree(NULL, true, h, "the command line")) return -1;
-    if (cfg->checkpoint || cfg->resume) {
+    if (cfg->o.checkpoint || cfg->o.resume) {
         fprintf(stderr, "sgrad-w2v: -checkpoint and -resume are not supported under mpirun (%d ranks); "
                         "train with one process to checkpoint\n", ranks);
         return -1;
     }
     w2v_dist *d = calloc(1, sizeof *d);
-    w2v_parallel *p = calloc(1, sizeof *p);
+    sg_w2v_merger *p = calloc(1, sizeof *p);
     int ok = d && p, all_ok = 0;
     MPI_Request q;
     int rc = RUN(q, "the start", MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &q));
@@ -312,20 +301,20 @@ int w2v_dist_start(int *argc, char ***argv, w2v_config *cfg, w2v_parallel **out)
         return -1;
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
-    *p = (w2v_parallel){.rank = rank, .ranks = ranks, .sync_steps = cfg->sync_every,
+    *p = (sg_w2v_merger){.rank = rank, .ranks = ranks, .sync_steps = cfg->o.sync_every,
                         .sync = sync_tables, .merge_hot = merge_hot, .impl = d};
-    cfg->par = p;
+    cfg->o.merger = p;
     *out = p;
     return 0;
 }
 
-void w2v_dist_abort(w2v_parallel *p)
+void w2v_dist_abort(sg_w2v_merger *p)
 {
     (void)p;
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-void w2v_dist_end(w2v_parallel *p)
+void w2v_dist_end(sg_w2v_merger *p)
 {
     if (stalled) MPI_Abort(MPI_COMM_WORLD, 1);
     if (p) {

@@ -6,10 +6,11 @@
  * - a replacement is written beside its destination, private until it has the old file's
  *   permission bits, fsynced, renamed over the destination, then the directory fsynced;
  * - on any failure the temporary files go and the destinations stay as they were.
- * tc_outfile is that for the files the library has no writer for (a vocabulary, k-means
+ * tc_outfile is that for the files sgrad has no writer for (a vocabulary, k-means
  * classes); tc_staged replaces several files together, each written by such a writer;
- * tc_check_output checks a destination before the long work. The vocabulary's writer is
- * here rather than in vocab.c, which so needs no other module.
+ * the programs' tc_check_output (tools/common/checks.c) checks a destination before the
+ * long work with tc_resolve_output. The vocabulary's writer is here rather than in
+ * vocab.c, which so needs no other module.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -80,7 +81,7 @@ const char *tc_out_strerror(int err)
  * the writers write. 0, or -1 (errno: stat's, other than ENOENT; EISDIR; TC_ENOTREG for
  * another non-regular file; TC_ENOTHERE when the links do not lead to that file, as a
  * /proc link to a deleted file's "PATH (deleted)"; *dest NULL). */
-static int resolve_output(const char *path, char **dest, struct stat *st, bool *exists)
+int tc_resolve_output(const char *path, char **dest, struct stat *st, bool *exists)
 {
     *dest = NULL;
     *exists = stat(path, st) == 0;
@@ -109,7 +110,7 @@ static int resolve_output(const char *path, char **dest, struct stat *st, bool *
 }
 
 /* The directory part of path ("." when it has none), malloc'd. */
-static char *dir_of(const char *path)
+char *tc_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     const size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
@@ -125,7 +126,7 @@ static char *dir_of(const char *path)
  * the complete new file in place). */
 static void sync_dir(const char *path)
 {
-    char *dir = dir_of(path);
+    char *dir = tc_dir_of(path);
     const int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (fd >= 0) {
         fsync(fd);
@@ -145,7 +146,7 @@ static int make_beside(const char *path, const char *tag, char **dest, char **ma
     *mode = -1;
     struct stat st;
     bool exists;
-    if (resolve_output(path, dest, &st, &exists)) return -1;
+    if (tc_resolve_output(path, dest, &st, &exists)) return -1;
     if (exists) *mode = (int)(st.st_mode & 0777);
     const size_t len = strlen(*dest) + strlen(tag) + 48;
     if (!(*made = malloc(len))) return -1;
@@ -278,7 +279,7 @@ int tc_path_identify(const char *path, tc_path_id *id)
         id->ino = st.st_ino;
     }
     id->target = tc_follow_links(path);
-    char *dir = id->target ? dir_of(id->target) : NULL;
+    char *dir = id->target ? tc_dir_of(id->target) : NULL;
     const int rc = dir ? stat(dir, &st) : -1;
     free(dir);
     if (rc) /* an existing file is still known by its inode (say, in a deleted directory) */
@@ -298,63 +299,6 @@ bool tc_path_same_entry(const tc_path_id *a, const tc_path_id *b)
 bool tc_path_same(const tc_path_id *a, const tc_path_id *b)
 {
     return (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) || tc_path_same_entry(a, b);
-}
-
-int tc_check_output(const char *prog, const char *flag, const char *out, tc_out_kind kind, FILE *err)
-{
-    char *dest;
-    struct stat st;
-    bool exists;
-    if (kind == TC_OUT_DIRECT && stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
-        /* opened through its own path, where the kernel finds it: no name is made beside it */
-        if (access(out, W_OK) == 0) return 0;
-        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, strerror(errno));
-        return -1;
-    }
-    if (resolve_output(out, &dest, &st, &exists)) {
-        fprintf(err, "%s: cannot write %s %s: %s\n", prog, flag, out, tc_out_strerror(errno));
-        return -1;
-    }
-    /* the directory the links lead to is checked: the writers write there */
-    char *dir = dir_of(dest);
-    const char *slash = strrchr(dest, '/');
-    const char *name = slash ? slash + 1 : dest;
-    int rc = -1, dir_status = 0;
-    /* the temporary names beside it must fit too, or the run would fail only when it
-     * writes: "NAME.tmp-PID-N" (this file's and the library's writers), or for a staged
-     * file "NAME.staged-PID-N.tmp-PID-N" (its writer's temporary file beside it) */
-    char pid[24];
-    const size_t tmp = strlen(".tmp--") + (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()) +
-                       TMP_COUNTER_DIGITS;
-    const size_t extra = kind == TC_OUT_DIRECT   ? 0
-                         : kind == TC_OUT_ATOMIC ? tmp
-                                                 : tmp + strlen(".staged--") + strlen(pid) + TMP_COUNTER_DIGITS;
-    const long name_max = dir ? pathconf(dir, _PC_NAME_MAX) : -1;
-    const long path_max = dir ? pathconf(dir, _PC_PATH_MAX) : -1;
-    if (!dir) {
-        fprintf(err, "%s: out of memory\n", prog);
-    } else if ((dir_status = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR) != 0) {
-        fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir,
-                dir_status == ENOENT ? "does not exist" : strerror(dir_status));
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(err, "%s: cannot write %s %s: directory %s: %s\n", prog, flag, out, dir, strerror(errno));
-    } else if (name_max > 0 && strlen(name) + extra > (size_t)name_max) {
-        if (!extra)
-            fprintf(err, "%s: cannot write %s %s: its name is %zu bytes, and names in %s are at most "
-                         "%ld bytes\n", prog, flag, out, strlen(name), dir, name_max);
-        else
-            fprintf(err, "%s: cannot write %s %s: its name is %zu bytes; the temporary file beside it "
-                         "needs %zu more, and names in %s are at most %ld bytes\n",
-                    prog, flag, out, strlen(name), extra, dir, name_max);
-    } else if (kind != TC_OUT_DIRECT && path_max > 0 && strlen(dest) + extra >= (size_t)path_max) {
-        fprintf(err, "%s: cannot write %s %s: the path %s with its temporary suffix is %zu bytes, and "
-                     "paths are shorter than %ld bytes\n", prog, flag, out, dest, strlen(dest) + extra, path_max);
-    } else {
-        rc = 0;
-    }
-    free(dir);
-    free(dest);
-    return rc;
 }
 
 int tc_vocab_save(const tc_vocab *v, const char *path)

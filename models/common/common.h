@@ -1,21 +1,25 @@
-/* Code the sgrad programs share (sgrad-w2v, sgrad-fasttext); prefix tc_ ("tools common").
+/* What the trainers of libsgrad_models share (models/w2v, models/fasttext; the programs
+ * use its file helpers too); prefix tc_ (the corpus, its tokens and counts).
  *
  * Modules: vocab.c (the corpus reader; the vocabulary: counting, min-count, frequency
  * order), sampling.c (subsampling thresholds, the noise distribution of negative
- * sampling), huffman.c (the Huffman tree of hierarchical softmax), progress.c (the
- * progress line, the clock), outfile.c (output files: resolved, checked and replaced as
- * the library's writers do). Random numbers are inline here. Clients of the public
- * sgrad.h only; every module can be #included by a test.
+ * sampling, the batches' row-hit caps), huffman.c (the Huffman tree of hierarchical
+ * softmax), outfile.c (output files: resolved and replaced as the library's writers do),
+ * util.c (errors, events, the clock, the public vocabulary and line reader). Random
+ * numbers are inline here. Clients of the public sgrad.h and sgrad_models.h only.
  */
-#ifndef SG_TOOLS_COMMON_H
-#define SG_TOOLS_COMMON_H
+#ifndef SG_MODELS_COMMON_H
+#define SG_MODELS_COMMON_H
 
+#include "sgrad_models.h"
+
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
-#define TC_MAX_WORD 100     /* longer words are cut to TC_MAX_WORD - 1 bytes, or fewer: not
+#define TC_MAX_WORD SG_MAX_WORD /* longer words are cut to TC_MAX_WORD - 1 bytes, or fewer: not
                                inside a UTF-8 character */
 /* ---- random numbers: splitmix64, one stream per trainer (deterministic per seed) */
 typedef struct {
@@ -77,8 +81,21 @@ tc_tok tc_reader_next(tc_reader *r, char *word);
  * fewer so that no UTF-8 character is split (programs cut query words the same way). */
 size_t tc_utf8_cut(const char *word, size_t n, int next);
 
-/* ---- vocabulary */
+/* Lines of a file (or stdin for "-") as token arrays (the public sg_lines). */
 typedef struct {
+    tc_reader rd;
+    char **tok;
+    int64_t n, cap;
+    bool eol;
+} tc_lines;
+int tc_lines_open(tc_lines *l, const char *path); /* 0 or -1 (errno set) */
+/* The next line into l->tok[0..l->n) and l->eol; false at the end of the file. A line of
+ * no token that is the last one (no newline) ends the file. -1 on out of memory. */
+int tc_lines_next(tc_lines *l);
+void tc_lines_close(tc_lines *l);
+
+/* ---- vocabulary (the public sg_vocab) */
+typedef struct sg_vocab {
     int64_t size;     /* words */
     char **words;     /* words[i]: most frequent first, ties in byte order */
     int64_t *counts;  /* counts[i] */
@@ -93,6 +110,7 @@ typedef struct {
     uint64_t *slots;
     int64_t n_slots, cap;
     struct tc_chars *chars; /* private: the words' bytes, packed in blocks (vocab.c) */
+    bool line_open;         /* private: tokens handed in since the last sentence end */
 } tc_vocab;
 void tc_vocab_init(tc_vocab *v);
 void tc_vocab_free(tc_vocab *v);
@@ -204,37 +222,24 @@ static inline void tc_noise_prefetch(const tc_noise *t, const tc_rng *r, int cou
 /* Probability of drawing i, recomputed from the table (for tests). */
 double tc_noise_prob(const tc_noise *t, int64_t i);
 
-/* ---- progress line */
-typedef struct {
-    FILE *f;
-    bool tty;
-    double start, last_print;
-    int threads;
-} tc_progress;
+/* ---- the clock, errors, events (util.c) */
 double tc_now(void); /* seconds, monotonic */
-void tc_progress_init(tc_progress *p, FILE *f, int threads);
-/* done/total in words; loss: mean per example since the previous call. Prints when due
- * (each 0.2 s on a terminal, redrawn in place; each 5 s otherwise) or when force. */
-void tc_progress_update(tc_progress *p, int64_t done, int64_t total, double lr,
-                         double loss, bool force);
-
-/* ---- -log: training progress as JSON lines, one record per 1/200 of the words and one
- * at the end: {"epoch", "words", "total_words", "progress", "steps", "lr", "loss" (mean
- * per example since the previous record; null if none), "words_per_sec_thread" (since the
- * previous record), "elapsed_s"} */
+/* Records status and the formatted message in *e (NULL: nowhere); returns -1. */
+int tc_fail(sg_model_error *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The message of sgrad's last error on ctx, recorded in *e with its status; returns -1. */
+int tc_fail_ctx(sg_model_error *e, const sg_ctx *ctx, const char *prefix);
+/* Clears *e (status SG_OK, message ""). */
+void tc_ok(sg_model_error *e);
+/* Where a trainer's events go: fn(ud, event), INFO ones up to level verbose. */
 typedef struct {
-    FILE *f; /* NULL: no log */
-    int threads;
-    double start, last_time;
-    int64_t last_words, next_words;
-    double loss;
-    int64_t n;
-} tc_log;
-void tc_log_init(tc_log *l, FILE *f, int threads);
-/* Adds a step's loss (the sum over its n examples) at `words` of `total` read; writes a
- * record when due or when force. */
-void tc_log_update(tc_log *l, int epoch, int64_t words, int64_t total, int64_t steps, double lr,
-                   double loss_sum, int64_t n, bool force);
+    sg_event_fn fn;
+    void *ud;
+    int verbose;
+} tc_events;
+/* Sends e; returns the callback's answer (nonzero: stop), 0 without a callback. */
+int tc_emit(const tc_events *ev, const sg_event *e);
+/* An INFO event of `level` with the formatted message, when ev->verbose >= level. */
+void tc_info(const tc_events *ev, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- output files (outfile.c), resolved and replaced as the library's writers do theirs:
  * a symlink is followed and its target replaced; only a regular file is replaced, and it
@@ -305,24 +310,14 @@ int tc_staged_commit(tc_staged *s);
 /* Removes the staged files; the destinations unchanged. */
 void tc_staged_abort(tc_staged *s);
 
-/* ---- command-line numbers (cli.c): the whole of s, within [lo, hi]; false otherwise */
-bool tc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
-bool tc_parse_real(const char *s, double lo, double hi, double *out);
+/* The helpers of outfile.c that the programs' checks (tools/common) use: where an output
+ * goes (its file's stat in *st and *exists, *dest its links followed), and the
+ * directory part of a path (malloc'd). */
+#include <sys/stat.h>
+int tc_resolve_output(const char *path, char **dest, struct stat *st, bool *exists);
+char *tc_dir_of(const char *path);
 
-/* ---- outputs checked before the long work (outfile.c): how a program writes a file */
-typedef enum {
-    TC_OUT_DIRECT, /* opened and written in place (a log) */
-    TC_OUT_ATOMIC, /* through a temporary file beside it (tc_outfile, the library's writers) */
-    TC_OUT_STAGED  /* through tc_staged, whose staged file a TC_OUT_ATOMIC writer writes */
-} tc_out_kind;
-/* path's target (symlinks followed, as the writers follow them) is not a directory or
- * other non-regular file, its directory exists and is writable, and the temporary names
- * kind makes beside it fit the directory's NAME_MAX and PATH_MAX (a TC_OUT_DIRECT file,
- * opened through path itself, needs only to be writable once it exists). 0, or -1 with a
- * message "prog: cannot write flag path: why" printed to err. */
-int tc_check_output(const char *prog, const char *flag, const char *path, tc_out_kind kind, FILE *err);
-
-/* ---- batched steps (cli.c): a batch ends once a table row occurs in it
+/* ---- batched steps (sampling.c): a batch ends once a table row occurs in it
  * tc_row_hit_cap(bound, lr) times. A step sums the updates of a row, so its summed step is
  * about lr * cap single steps. TC_ROW_STEP_BOUND is skip-gram's (word2vec.c's default
  * 0.025 x 256 hits); TC_CBOW_INPUT_STEP_BOUND is for CBOW's context rows, which get each

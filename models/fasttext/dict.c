@@ -59,28 +59,28 @@ void ft_config_default_vectors(ft_config *c, ft_kind kind)
     c->batch = FT_VECTORS_BATCH;
 }
 
-int ft_config_check(const ft_config *c, FILE *err)
+int ft_config_check(const ft_config *c, sg_model_error *err)
 {
     /* -maxn 0 turns character n-grams off whatever -minn says, as in fastText */
     if (c->maxn > 0 && c->minn > c->maxn) {
-        fprintf(err, "sgrad-fasttext: -minn %d > -maxn %d: no character n-gram length fits\n",
+        tc_fail(err, SG_ERR_ARG, "-minn %d > -maxn %d: no character n-gram length fits",
                 c->minn, c->maxn);
         return -1;
     }
     if (c->bucket == 0 && (c->word_ngrams > 1 || c->maxn > 0)) {
-        fprintf(err, "sgrad-fasttext: -bucket 0 leaves no row for the %s n-grams that %s "
+        tc_fail(err, SG_ERR_ARG, "-bucket 0 leaves no row for the %s n-grams that %s "
                      "asks for (fastText divides by zero here); give -bucket > 0\n",
                 c->word_ngrams > 1 ? "word" : "character",
                 c->word_ngrams > 1 ? "-wordNgrams > 1" : "-maxn > 0");
         return -1;
     }
     if (c->kind != FT_SUPERVISED && c->loss != FT_LOSS_NS) {
-        fprintf(err, "sgrad-fasttext: %s trains with -loss ns only (not %s)\n",
+        tc_fail(err, SG_ERR_ARG, "%s trains with -loss ns only (not %s)",
                 ft_kind_name(c->kind), ft_loss_name(c->loss));
         return -1;
     }
     if (!c->label || !*c->label) {
-        fprintf(err, "sgrad-fasttext: -label needs a non-empty prefix\n");
+        tc_fail(err, SG_ERR_ARG, "-label needs a non-empty prefix");
         return -1;
     }
     return 0;
@@ -94,15 +94,6 @@ uint32_t ft_hash(const char *s)
         h *= 16777619u;
     }
     return h;
-}
-
-void ft_word_as_read(const char *token, char *word)
-{
-    size_t n = 0;
-    while (n < TC_MAX_WORD - 1 && token[n]) n++;
-    if (token[n]) n = tc_utf8_cut(token, n, (unsigned char)token[n]);
-    memcpy(word, token, n);
-    word[n] = '\0';
 }
 
 static bool is_label(const ft_dict *d, const char *t)
@@ -135,53 +126,7 @@ void ft_ids_free(ft_ids *a)
     *a = (ft_ids){0};
 }
 
-int ft_lines_open(ft_lines *l, const char *path)
-{
-    memset(l, 0, sizeof *l);
-    if (!strcmp(path, "-")) {
-        /* the reader takes a path: stdin by its name */
-        return tc_reader_open(&l->rd, "/dev/stdin");
-    }
-    return tc_reader_open(&l->rd, path);
-}
-
-void ft_lines_close(ft_lines *l)
-{
-    for (int64_t i = 0; i < l->cap; i++) free(l->tok[i]);
-    free(l->tok);
-    tc_reader_close(&l->rd);
-    memset(l, 0, sizeof *l);
-}
-
-int ft_lines_next(ft_lines *l)
-{
-    l->n = 0;
-    l->eol = false;
-    for (;;) {
-        if (l->n == l->cap) {
-            int64_t cap = l->cap ? 2 * l->cap : 256;
-            char **t = realloc(l->tok, (size_t)cap * sizeof *t);
-            if (!t) return -1;
-            l->tok = t;
-            for (int64_t i = l->cap; i < cap; i++) l->tok[i] = NULL;
-            for (int64_t i = l->cap; i < cap; i++)
-                if (!(l->tok[i] = malloc(TC_MAX_WORD))) {
-                    l->cap = i;
-                    return -1;
-                }
-            l->cap = cap;
-        }
-        tc_tok k = tc_reader_next(&l->rd, l->tok[l->n]);
-        if (k == TC_TOK_EOF) return l->n > 0;
-        if (k == TC_TOK_EOL) {
-            l->eol = true;
-            return 1;
-        }
-        l->n++;
-    }
-}
-
-int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err)
+int ft_dict_build(ft_dict *d, const ft_config *c, sg_model_error *err)
 {
     memset(d, 0, sizeof *d);
     d->label_prefix = c->label;
@@ -191,13 +136,13 @@ int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err)
     d->bucket = c->word_ngrams > 1 || c->maxn > 0 ? c->bucket : 0;
     tc_vocab_init(&d->words);
     tc_vocab_init(&d->labels);
-    ft_lines l;
-    if (ft_lines_open(&l, c->input)) {
-        fprintf(err, "sgrad-fasttext: cannot read -input %s: %s\n", c->input, strerror(errno));
+    tc_lines l;
+    if (tc_lines_open(&l, c->input)) {
+        tc_fail(err, SG_ERR_IO, "cannot read -input %s: %s", c->input, strerror(errno));
         return -1;
     }
     int rc, tokens = 0;
-    while ((rc = ft_lines_next(&l)) > 0) {
+    while ((rc = tc_lines_next(&l)) > 0) {
         for (int64_t i = 0; i < l.n && rc > 0; i++) {
             const bool label = is_label(d, l.tok[i]);
             if (tc_vocab_add(label ? &d->labels : &d->words, l.tok[i], 1) < 0) rc = -1;
@@ -209,41 +154,41 @@ int ft_dict_build(ft_dict *d, const ft_config *c, FILE *err)
         if (rc < 0) break;
     }
     bool io_error = ferror(l.rd.f) != 0;
-    ft_lines_close(&l);
+    tc_lines_close(&l);
     if (rc < 0 || io_error) {
-        fprintf(err, "sgrad-fasttext: %s reading -input %s\n", rc < 0 ? "out of memory" : "error",
+        tc_fail(err, rc < 0 ? SG_ERR_NOMEM : SG_ERR_IO, "%s reading -input %s", rc < 0 ? "out of memory" : "error",
                 c->input);
         goto fail;
     }
     if (!tokens) {
-        fprintf(err, "sgrad-fasttext: -input %s holds no token (empty file?)\n", c->input);
+        tc_fail(err, SG_ERR_ARG, "-input %s holds no token (empty file?)", c->input);
         goto fail;
     }
     const int64_t labels_seen = d->labels.size;
     if (tc_vocab_finalize(&d->words, c->min_count) || tc_vocab_finalize(&d->labels, c->min_count_label)) {
-        fprintf(err, "sgrad-fasttext: out of memory\n");
+        tc_fail(err, SG_ERR_NOMEM, "out of memory");
         goto fail;
     }
     if (c->kind != FT_SUPERVISED) {
         if (d->words.size > 0) return 0;
-        fprintf(err, "sgrad-fasttext: no word of -input %s is seen -minCount %lld times\n",
+        tc_fail(err, SG_ERR_ARG, "no word of -input %s is seen -minCount %lld times",
                 c->input, (long long)c->min_count);
         goto fail;
     }
     if (labels_seen == 0) {
-        fprintf(err, "sgrad-fasttext: -input %s has no label (no token starts with -label "
-                     "'%s')\n", c->input, c->label);
+        tc_fail(err, SG_ERR_ARG, "-input %s has no label (no token starts with -label "
+                     "'%s')", c->input, c->label);
         goto fail;
     }
     if (d->labels.size == 0) {
-        fprintf(err, "sgrad-fasttext: every one of the %lld labels of -input %s is seen fewer "
-                     "than -minCountLabel %lld times\n", (long long)labels_seen, c->input,
+        tc_fail(err, SG_ERR_ARG, "every one of the %lld labels of -input %s is seen fewer "
+                     "than -minCountLabel %lld times", (long long)labels_seen, c->input,
                 (long long)c->min_count_label);
         goto fail;
     }
-    if (d->labels.size < labels_seen && c->verbose > 0)
-        fprintf(err, "sgrad-fasttext: %lld of %lld labels dropped (seen fewer than "
-                     "-minCountLabel %lld times)\n", (long long)(labels_seen - d->labels.size),
+    if (d->labels.size < labels_seen)
+        tc_info(&c->ev, 1, "%lld of %lld labels dropped (seen fewer than "
+                     "-minCountLabel %lld times)", (long long)(labels_seen - d->labels.size),
                 (long long)labels_seen, (long long)c->min_count_label);
     return 0;
 fail:

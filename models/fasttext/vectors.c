@@ -35,24 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const ft_config *cfg;
-    ft_model *m;
-    ft_ids sub_off, sub_rows; /* word w's rows: sub_rows[sub_off[w] .. sub_off[w + 1]) */
-    uint64_t *keep;           /* keep word w when a 32-bit draw is below keep[w] */
-    tc_noise noise;
-    tc_rng rng;
-    tc_reader rd;
-    bool epoch_done;
-    int64_t tokens; /* in-vocabulary tokens read, all epochs (fastText's tokenCount) */
-    int32_t sen[FT_MAX_LINE];
-    int len, pos;
-    /* the batch: bags (rows, offsets), skipgram's bag of each example, targets (n, T) */
-    ft_ids bag_rows, bag_off, rep, targets;
-    int64_t n;
-    int32_t *hits_in, *hits_out;
-    int32_t in_cap, out_cap;
-} vec_trainer;
+
 
 /* fastText's getLine: in-vocabulary tokens up to a newline (FT_EOS, kept as a word) or
  * FT_MAX_LINE of them, each counted, subsampled ones dropped. */
@@ -102,7 +85,7 @@ static int push_example(vec_trainer *t, int64_t target, bool *full)
 }
 
 /* The next batch; t->n == 0 at the end of the epoch. 0 or -1 (out of memory). */
-static int fill_batch(vec_trainer *t)
+int ft_vec_fill_batch(vec_trainer *t)
 {
     for (int64_t i = 0; i < t->bag_rows.n; i++) t->hits_in[t->bag_rows.v[i]] = 0;
     for (int64_t i = 0; i < t->targets.n; i++) t->hits_out[t->targets.v[i]] = 0;
@@ -154,7 +137,7 @@ static sg_tensor *ids_of(sg_ctx *ctx, const ft_ids *a, int ndim, int64_t cols)
 }
 
 /* One SGD step on the batch: the loss summed over its examples, or NaN with a message. */
-static double vec_step(vec_trainer *t, sg_optim *opt)
+double ft_vec_step(vec_trainer *t, sg_optim *opt)
 {
     sg_ctx *ctx = t->m->ctx;
     sg_embedding_bag_opts bo = SG_EMBEDDING_BAG_OPTS_DEFAULT;
@@ -168,13 +151,13 @@ static double vec_step(vec_trainer *t, sg_optim *opt)
     int rc = loss ? sg_backward(loss) : sg_ctx_status(ctx);
     if (!rc) rc = sg_optim_step(opt);
     double l = rc ? NAN : sg_tensor_get(loss, 0);
-    if (rc) fprintf(stderr, "sgrad-fasttext: training step failed: %s\n", sg_ctx_message(ctx));
+    if (rc) tc_fail_ctx(t->err, ctx, "training step failed: ");
     sg_tape_reset(ctx);
     return l;
 }
 
 /* Every vocabulary word's rows, and the sampling tables. */
-static int trainer_tables(vec_trainer *t)
+int ft_vec_tables(vec_trainer *t)
 {
     const ft_dict *d = &t->m->dict;
     const int64_t W = d->words.size, R = W + d->bucket;
@@ -208,7 +191,7 @@ static void init_ngram_rows(vec_trainer *t)
     for (int64_t i = 0; i < W; i++) t->hits_in[i] = 0;
 }
 
-static void trainer_free(vec_trainer *t)
+void ft_vec_trainer_free(vec_trainer *t)
 {
     ft_ids_free(&t->sub_off);
     ft_ids_free(&t->sub_rows);
@@ -222,103 +205,105 @@ static void trainer_free(vec_trainer *t)
     tc_noise_free(&t->noise);
 }
 
-int ft_train_vectors(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res)
+/* The model's tables on a new context (word rows U(-1/dim, 1/dim), the vocabulary's
+ * n-gram rows too, output rows zero), the optimizer and the row-hit caps. */
+static int vec_setup(vec_trainer *t)
+{
+    ft_model *m = t->m;
+    const ft_config *cfg = t->cfg;
+    const int64_t W = m->dict.words.size, D = cfg->dim;
+    sg_ctx_opts co = {.threads = cfg->threads, .seed = cfg->seed ? cfg->seed : 42};
+    if (!(m->ctx = sg_ctx_new(&co)) || ft_vec_tables(t)) return tc_fail(t->err, SG_ERR_NOMEM, "out of memory");
+    m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + m->dict.bucket, D});
+    m->output = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, D});
+    sg_tensor *words = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, D});
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = cfg->lr;
+    t->opt = sg_optim_sgd(m->ctx, &so);
+    if (!m->input || !m->output || !words || sg_tensor_fill_uniform(words, -1.0 / (double)D, 1.0 / (double)D) ||
+        !t->opt || !sg_tensor_requires_grad(m->input, 1) || !sg_tensor_requires_grad(m->output, 1) ||
+        sg_optim_add_param(t->opt, m->input) || sg_optim_add_param(t->opt, m->output) ||
+        sg_optim_set_check_finite(t->opt, 1)) {
+        sg_tensor_free(words);
+        return tc_fail_ctx(t->err, m->ctx, "cannot make the model: ");
+    }
+    memcpy(sg_tensor_data(m->input), sg_tensor_data(words), (size_t)(W * D) * sizeof(float));
+    sg_tensor_free(words);
+    init_ngram_rows(t);
+    t->in_cap = tc_row_hit_cap(cfg->kind == FT_CBOW ? TC_CBOW_INPUT_STEP_BOUND : TC_ROW_STEP_BOUND, cfg->lr);
+    t->out_cap = tc_row_hit_cap(TC_ROW_STEP_BOUND, cfg->lr);
+    t->total = m->dict.ntokens * cfg->epoch;
+    return 0;
+}
+
+/* One step: the learning rate by the tokens read before the batch, the step, its event. */
+static int vec_batch_step(vec_trainer *t, int ep, int64_t tokens_before, ft_train_result *res)
+{
+    const ft_config *cfg = t->cfg;
+    double lr = cfg->lr * (1 - (double)tokens_before / (double)t->total);
+    lr = lr > 0 ? lr : 0;
+    const double l = sg_optim_set_lr(t->opt, lr) ? NAN : ft_vec_step(t, t->opt);
+    if (!isfinite(l)) return isnan(l) ? -1 : tc_fail(t->err, SG_ERR_VALUE, "the loss diverged (lower -lr)");
+    t->epoch_loss += l;
+    t->epoch_n += t->n;
+    res->steps++;
+    const sg_event e = {.kind = SG_EVENT_STEP, .epoch = ep + 1, .epochs = cfg->epoch, .words = t->tokens,
+                        .words_done = t->tokens, .total_words = t->total, .steps = res->steps, .examples = t->n,
+                        .loss = l, .lr = lr, .elapsed_s = tc_now() - t->t0, .threads = sg_ctx_threads(t->m->ctx)};
+    t->stop = tc_emit(&cfg->ev, &e) != 0;
+    return 0;
+}
+
+/* One epoch over the file, batch by batch. */
+static int vec_epoch(vec_trainer *t, int ep, ft_train_result *res)
+{
+    if (tc_reader_open(&t->rd, t->cfg->input))
+        return tc_fail(t->err, SG_ERR_IO, "cannot read -input %s: %s", t->cfg->input, strerror(errno));
+    t->epoch_done = false;
+    t->len = t->pos = 0;
+    t->epoch_loss = 0;
+    t->epoch_n = 0;
+    int rc = 0;
+    while (!rc && !t->stop) {
+        const int64_t tokens_before = t->tokens;
+        if (ft_vec_fill_batch(t)) rc = tc_fail(t->err, SG_ERR_NOMEM, "out of memory");
+        else if (t->n == 0) break;
+        else rc = vec_batch_step(t, ep, tokens_before, res);
+    }
+    tc_reader_close(&t->rd);
+    res->examples = t->epoch_n;
+    return rc;
+}
+
+int ft_train_vectors(const ft_config *cfg, ft_model *m, ft_train_result *res, sg_model_error *err)
 {
     memset(m, 0, sizeof *m);
     memset(res, 0, sizeof *res);
     m->cfg = *cfg;
-    vec_trainer t = {.cfg = &m->cfg, .m = m, .rng = {cfg->seed}};
-    sg_optim *opt = NULL;
-    sg_tensor *words = NULL;
-    int rc = -1;
-    if (ft_config_check(cfg, stderr) || ft_dict_build(&m->dict, cfg, stderr)) goto done;
-    const int64_t W = m->dict.words.size, D = cfg->dim;
-    if (cfg->verbose > 0)
-        fprintf(stderr, "Read %lld words, %lld in the vocabulary\n", (long long)m->dict.ntokens,
-                (long long)W);
-    sg_ctx_opts co = {.threads = cfg->threads, .seed = cfg->seed ? cfg->seed : 42};
-    if (!(m->ctx = sg_ctx_new(&co)) || trainer_tables(&t)) {
-        fprintf(stderr, "sgrad-fasttext: out of memory\n");
-        goto done;
+    vec_trainer t = {.cfg = &m->cfg, .m = m, .rng = {cfg->seed}, .err = err};
+    int rc = ft_config_check(cfg, err) || ft_dict_build(&m->dict, cfg, err) ? -1 : 0;
+    if (!rc) {
+        tc_info(&cfg->ev, 1, "Read %lld words, %lld in the vocabulary", (long long)m->dict.ntokens,
+                (long long)m->dict.words.size);
+        rc = vec_setup(&t);
     }
-    m->input = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W + m->dict.bucket, D});
-    m->output = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, D});
-    words = sg_tensor_new(m->ctx, SG_F32, 2, (int64_t[]){W, D});
-    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
-    so.lr = cfg->lr;
-    opt = sg_optim_sgd(m->ctx, &so);
-    if (!m->input || !m->output || !words ||
-        sg_tensor_fill_uniform(words, -1.0 / (double)D, 1.0 / (double)D) || !opt || !sg_tensor_requires_grad(m->input, 1) || !sg_tensor_requires_grad(m->output, 1) ||
-        sg_optim_add_param(opt, m->input) || sg_optim_add_param(opt, m->output) ||
-        sg_optim_set_check_finite(opt, 1)) {
-        fprintf(stderr, "sgrad-fasttext: cannot make the model: %s\n", sg_ctx_message(m->ctx));
-        goto done;
+    t.t0 = tc_now();
+    for (int ep = 0; !rc && !t.stop && ep < cfg->epoch; ep++) rc = vec_epoch(&t, ep, res);
+    if (!rc && res->steps == 0)
+        rc = tc_fail(err, SG_ERR_VALUE, "-input %s gave no training example (no line of two vocabulary words)",
+                     cfg->input);
+    if (!rc) {
+        res->seconds = tc_now() - t.t0;
+        res->final_loss = t.epoch_n ? t.epoch_loss / (double)t.epoch_n : NAN;
+        const sg_event e = {.kind = SG_EVENT_END, .epoch = cfg->epoch, .epochs = cfg->epoch, .words_done = t.total,
+                            .total_words = t.total, .steps = res->steps, .loss = res->final_loss,
+                            .elapsed_s = res->seconds, .threads = sg_ctx_threads(m->ctx)};
+        tc_emit(&cfg->ev, &e);
+        rc = t.stop ? SG_STOPPED : 0;
     }
-    memcpy(sg_tensor_data(m->input), sg_tensor_data(words), (size_t)(W * D) * sizeof(float));
-    sg_tensor_free(words);
-    words = NULL;
-    init_ngram_rows(&t);
-    t.in_cap = tc_row_hit_cap(cfg->kind == FT_CBOW ? TC_CBOW_INPUT_STEP_BOUND : TC_ROW_STEP_BOUND, cfg->lr);
-    t.out_cap = tc_row_hit_cap(TC_ROW_STEP_BOUND, cfg->lr);
-    const int64_t total = m->dict.ntokens * cfg->epoch;
-    tc_progress pr;
-    tc_progress_init(&pr, log, sg_ctx_threads(m->ctx));
-    const double t0 = tc_now();
-    double epoch_loss = 0, interval_loss = 0;
-    int64_t epoch_n = 0, interval_n = 0;
-    for (int ep = 0; ep < cfg->epoch; ep++) {
-        if (tc_reader_open(&t.rd, cfg->input)) {
-            fprintf(stderr, "sgrad-fasttext: cannot read -input %s: %s\n", cfg->input, strerror(errno));
-            goto done;
-        }
-        t.epoch_done = false;
-        t.len = t.pos = 0;
-        epoch_loss = 0;
-        epoch_n = 0;
-        for (;;) {
-            const int64_t tokens_before = t.tokens;
-            if (fill_batch(&t)) {
-                fprintf(stderr, "sgrad-fasttext: out of memory\n");
-                tc_reader_close(&t.rd);
-                goto done;
-            }
-            if (t.n == 0) break;
-            double lr = cfg->lr * (1 - (double)tokens_before / (double)total);
-            lr = lr > 0 ? lr : 0;
-            const double l = sg_optim_set_lr(opt, lr) ? NAN : vec_step(&t, opt);
-            if (!isfinite(l)) {
-                if (!isnan(l)) fprintf(stderr, "sgrad-fasttext: the loss diverged (lower -lr)\n");
-                tc_reader_close(&t.rd);
-                goto done;
-            }
-            epoch_loss += l;
-            epoch_n += t.n;
-            interval_loss += l;
-            interval_n += t.n;
-            res->steps++;
-            if (log && tc_now() - pr.last_print >= (pr.tty ? 0.2 : 5.0)) {
-                tc_progress_update(&pr, t.tokens, total, lr, interval_loss / (double)interval_n, false);
-                interval_loss = 0;
-                interval_n = 0;
-            }
-        }
-        tc_reader_close(&t.rd);
-        res->examples = epoch_n;
-    }
-    if (res->steps == 0) {
-        fprintf(stderr, "sgrad-fasttext: -input %s gave no training example (no line of two "
-                        "vocabulary words)\n", cfg->input);
-        goto done;
-    }
-    res->seconds = tc_now() - t0;
-    res->final_loss = epoch_n ? epoch_loss / (double)epoch_n : NAN;
-    tc_progress_update(&pr, total, total, 0, res->final_loss, true);
-    rc = 0;
-done:
-    sg_tensor_free(words);
-    sg_optim_free(opt);
-    trainer_free(&t);
-    if (rc) ft_model_free(m);
+    sg_optim_free(t.opt);
+    ft_vec_trainer_free(&t);
+    if (rc && rc != SG_STOPPED) ft_model_free(m);
     return rc;
 }
 
@@ -352,11 +337,11 @@ static sg_tensor *vocab_vectors(const ft_model *m)
     return t;
 }
 
-int ft_write_vec(const ft_model *m, const char *path, FILE *err)
+int ft_write_vec(const ft_model *m, const char *path, sg_model_error *err)
 {
     sg_tensor *t = vocab_vectors(m);
     int rc = t ? sg_wordvec_write(path, t, (const char *const *)m->dict.words.words, 0) : -1;
-    if (!t) fprintf(err, "sgrad-fasttext: cannot write %s: out of memory\n", path);
+    if (!t) tc_fail(err, SG_ERR_NOMEM, "cannot write %s: out of memory", path);
     else if (rc) ft_write_error(m->ctx, path, err);
     sg_tensor_free(t);
     return rc ? -1 : 0;

@@ -35,18 +35,18 @@ void ft_model_free(ft_model *m)
     free(m->bucket_map);
     free(m->bucket_rows);
     free(m->label_copy);
+    free(m->unit);
     sg_ctx_free(m->ctx); /* frees the tables */
     memset(m, 0, sizeof *m);
 }
 
-/* Every line of the input with a known label and a word becomes an example. */
-static int read_examples(const ft_model *m, ft_examples *ex, ft_train_result *res)
+int ft_read_examples(const ft_model *m, ft_examples *ex, ft_train_result *res)
 {
-    ft_lines l;
-    if (ft_lines_open(&l, m->cfg.input)) return -1;
+    tc_lines l;
+    if (tc_lines_open(&l, m->cfg.input)) return -1;
     int rc;
     if (ft_ids_push(&ex->row_off, 0) || ft_ids_push(&ex->lab_off, 0)) return -1;
-    while ((rc = ft_lines_next(&l)) > 0) {
+    while ((rc = tc_lines_next(&l)) > 0) {
         const int64_t r0 = ex->rows.n, l0 = ex->labels.n;
         int64_t n_words;
         if (ft_dict_line(&m->dict, l.tok, l.n, l.eol, &ex->rows, &ex->labels, &n_words)) {
@@ -67,7 +67,7 @@ static int read_examples(const ft_model *m, ft_examples *ex, ft_train_result *re
             break;
         }
     }
-    ft_lines_close(&l);
+    tc_lines_close(&l);
     return rc < 0 ? -1 : 0;
 }
 
@@ -147,8 +147,8 @@ static sg_tensor *loss_of(ft_model *m, sg_tensor *h, const ft_examples *ex, int6
     return NULL;
 }
 
-double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first, int64_t n,
-               tc_rng *rng, const tc_noise *noise)
+double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first, int64_t n, tc_rng *rng,
+               const tc_noise *noise, sg_model_error *err)
 {
     sg_ctx *ctx = m->ctx;
     const int64_t r0 = ex->row_off.v[first], nr = ex->row_off.v[first + n] - r0;
@@ -163,7 +163,7 @@ double ft_step(ft_model *m, sg_optim *opt, const ft_examples *ex, int64_t first,
     int rc = loss ? sg_backward(loss) : sg_ctx_status(ctx);
     if (!rc) rc = sg_optim_step(opt);
     if (!rc) l = sg_tensor_get(loss, 0);
-    else fprintf(stderr, "sgrad-fasttext: training step failed: %s\n", sg_ctx_message(ctx));
+    else tc_fail_ctx(err, ctx, "training step failed: ");
     sg_tape_reset(ctx);
     return l;
 }
@@ -188,7 +188,84 @@ static int model_tables(ft_model *m)
     return 0;
 }
 
-int ft_train(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res)
+/* The dictionary and the examples of cfg->input; the INFO lines of verbose > 0. */
+static int read_input(const ft_config *cfg, ft_model *m, ft_examples *ex, ft_train_result *res, sg_model_error *err)
+{
+    if (ft_config_check(cfg, err) || ft_dict_build(&m->dict, cfg, err)) return -1;
+    if (ft_read_examples(m, ex, res))
+        return tc_fail(err, SG_ERR_NOMEM, "out of memory reading -input %s", cfg->input);
+    res->examples = ex->row_off.n - 1;
+    tc_info(&cfg->ev, 1, "Read %lld words, %lld labels, %lld examples", (long long)m->dict.words.train_words,
+            (long long)m->dict.labels.size, (long long)res->examples);
+    if (res->no_label || res->no_word)
+        tc_info(&cfg->ev, 1, "skipped %lld lines without a known label and %lld with labels only "
+                             "(no word)", (long long)res->no_label, (long long)res->no_word);
+    if (res->examples == 0)
+        return tc_fail(err, SG_ERR_ARG, "-input %s has no line with both a label and a word: nothing to learn",
+                       cfg->input);
+    return 0;
+}
+
+/* The tables, the noise table (ns) and the optimizer with its linear decay. */
+static int classifier_setup(ft_model *m, const ft_train_result *res, tc_noise *noise, sg_optim **opt,
+                            sg_model_error *err)
+{
+    const ft_config *cfg = &m->cfg;
+    if (model_tables(m))
+        return tc_fail(err, SG_ERR_NOMEM, "cannot make the model: %s", m->ctx ? sg_ctx_message(m->ctx) : "out of memory");
+    if (cfg->loss == FT_LOSS_NS && tc_noise_init(noise, m->dict.labels.counts, m->dict.labels.size, 0.5))
+        return tc_fail(err, SG_ERR_NOMEM, "out of memory");
+    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
+    so.lr = cfg->lr;
+    *opt = sg_optim_sgd(m->ctx, &so);
+    const int64_t per_epoch = (res->examples + cfg->batch - 1) / cfg->batch;
+    const sg_lr_schedule decay = {.kind = SG_LR_LINEAR, .steps = per_epoch * cfg->epoch, .end_factor = 0};
+    if (!*opt || sg_tensor_requires_grad(m->input, 1) == NULL || sg_tensor_requires_grad(m->output, 1) == NULL ||
+        sg_optim_add_param(*opt, m->input) || sg_optim_add_param(*opt, m->output) ||
+        sg_optim_set_schedule(*opt, &decay) || sg_optim_set_check_finite(*opt, 1))
+        return tc_fail_ctx(err, m->ctx, "");
+    return 0;
+}
+
+/* The epochs over the examples, batch by batch in file order. 0, SG_STOPPED, or -1. */
+static int classifier_epochs(ft_model *m, sg_optim *opt, const ft_examples *ex, const tc_noise *noise,
+                             ft_train_result *res, sg_model_error *err)
+{
+    const ft_config *cfg = &m->cfg;
+    tc_rng rng = {cfg->seed};
+    const double t0 = tc_now();
+    const int64_t total_words = ex->words * cfg->epoch;
+    int64_t done_words = 0;
+    double epoch_loss = 0;
+    bool stop = false;
+    for (int ep = 0; ep < cfg->epoch && !stop; ep++) {
+        epoch_loss = 0;
+        for (int64_t first = 0; first < res->examples && !stop; first += cfg->batch) {
+            const int64_t n = res->examples - first < cfg->batch ? res->examples - first : cfg->batch;
+            const double lr = sg_optim_lr(opt);
+            const double l = ft_step(m, opt, ex, first, n, &rng, noise, err);
+            if (!isfinite(l))
+                return isnan(l) ? -1 : tc_fail(err, SG_ERR_VALUE, "the loss diverged (lower -lr)");
+            epoch_loss += l;
+            res->steps++;
+            for (int64_t i = first; i < first + n; i++) done_words += ex->n_words.v[i];
+            const sg_event e = {.kind = SG_EVENT_STEP, .epoch = ep + 1, .epochs = cfg->epoch, .words = done_words,
+                                .words_done = done_words, .total_words = total_words, .steps = res->steps,
+                                .examples = n, .loss = l, .lr = lr, .elapsed_s = tc_now() - t0,
+                                .threads = sg_ctx_threads(m->ctx)};
+            stop = tc_emit(&cfg->ev, &e) != 0;
+        }
+    }
+    res->seconds = tc_now() - t0;
+    res->final_loss = epoch_loss / (double)res->examples;
+    const sg_event e = {.kind = SG_EVENT_END, .epoch = cfg->epoch, .epochs = cfg->epoch, .words_done = total_words,
+                        .total_words = total_words, .steps = res->steps, .loss = res->final_loss,
+                        .elapsed_s = res->seconds, .threads = sg_ctx_threads(m->ctx)};
+    tc_emit(&cfg->ev, &e);
+    return stop ? SG_STOPPED : 0;
+}
+
+int ft_train(const ft_config *cfg, ft_model *m, ft_train_result *res, sg_model_error *err)
 {
     memset(m, 0, sizeof *m);
     memset(res, 0, sizeof *res);
@@ -196,78 +273,12 @@ int ft_train(const ft_config *cfg, FILE *log, ft_model *m, ft_train_result *res)
     ft_examples ex = {0};
     tc_noise noise = {0};
     sg_optim *opt = NULL;
-    int rc = -1;
-    if (ft_config_check(cfg, stderr) || ft_dict_build(&m->dict, cfg, stderr)) goto done;
-    if (read_examples(m, &ex, res)) {
-        fprintf(stderr, "sgrad-fasttext: out of memory reading -input %s\n", cfg->input);
-        goto done;
-    }
-    res->examples = ex.row_off.n - 1;
-    if (cfg->verbose > 0) {
-        fprintf(stderr, "Read %lld words, %lld labels, %lld examples\n",
-                (long long)m->dict.words.train_words, (long long)m->dict.labels.size,
-                (long long)res->examples);
-        if (res->no_label || res->no_word)
-            fprintf(stderr, "sgrad-fasttext: skipped %lld lines without a known label and %lld "
-                            "with labels only (no word)\n", (long long)res->no_label,
-                    (long long)res->no_word);
-    }
-    if (res->examples == 0) {
-        fprintf(stderr, "sgrad-fasttext: -input %s has no line with both a label and a word: "
-                        "nothing to learn\n", cfg->input);
-        goto done;
-    }
-    if (model_tables(m)) {
-        fprintf(stderr, "sgrad-fasttext: cannot make the model: %s\n",
-                m->ctx ? sg_ctx_message(m->ctx) : "out of memory");
-        goto done;
-    }
-    if (cfg->loss == FT_LOSS_NS && tc_noise_init(&noise, m->dict.labels.counts, m->dict.labels.size, 0.5)) {
-        fprintf(stderr, "sgrad-fasttext: out of memory\n");
-        goto done;
-    }
-    sg_sgd_opts so = SG_SGD_OPTS_DEFAULT;
-    so.lr = cfg->lr;
-    opt = sg_optim_sgd(m->ctx, &so);
-    const int64_t per_epoch = (res->examples + cfg->batch - 1) / cfg->batch;
-    const sg_lr_schedule decay = {.kind = SG_LR_LINEAR, .steps = per_epoch * cfg->epoch, .end_factor = 0};
-    if (!opt || sg_tensor_requires_grad(m->input, 1) == NULL || sg_tensor_requires_grad(m->output, 1) == NULL ||
-        sg_optim_add_param(opt, m->input) || sg_optim_add_param(opt, m->output) ||
-        sg_optim_set_schedule(opt, &decay) || sg_optim_set_check_finite(opt, 1)) {
-        fprintf(stderr, "sgrad-fasttext: %s\n", sg_ctx_message(m->ctx));
-        goto done;
-    }
-    tc_rng rng = {cfg->seed};
-    tc_progress pr;
-    tc_progress_init(&pr, log, sg_ctx_threads(m->ctx));
-    const double t0 = tc_now();
-    const int64_t total_words = ex.words * cfg->epoch;
-    int64_t done_words = 0;
-    double epoch_loss = 0;
-    for (int ep = 0; ep < cfg->epoch; ep++) {
-        epoch_loss = 0;
-        for (int64_t first = 0; first < res->examples; first += cfg->batch) {
-            const int64_t n = res->examples - first < cfg->batch ? res->examples - first : cfg->batch;
-            const double lr = sg_optim_lr(opt);
-            const double l = ft_step(m, opt, &ex, first, n, &rng, &noise);
-            if (!isfinite(l)) {
-                if (!isnan(l)) fprintf(stderr, "sgrad-fasttext: the loss diverged (lower -lr)\n");
-                goto done;
-            }
-            epoch_loss += l;
-            res->steps++;
-            for (int64_t i = first; i < first + n; i++) done_words += ex.n_words.v[i];
-            tc_progress_update(&pr, done_words, total_words, lr, l / (double)n, false);
-        }
-    }
-    tc_progress_update(&pr, total_words, total_words, 0, epoch_loss / (double)res->examples, true);
-    res->seconds = tc_now() - t0;
-    res->final_loss = epoch_loss / (double)res->examples;
-    rc = 0;
-done:
+    int rc = read_input(cfg, m, &ex, res, err) || classifier_setup(m, res, &noise, &opt, err)
+                 ? -1
+                 : classifier_epochs(m, opt, &ex, &noise, res, err);
     sg_optim_free(opt);
     tc_noise_free(&noise);
     ft_examples_free(&ex);
-    if (rc) ft_model_free(m);
+    if (rc && rc != SG_STOPPED) ft_model_free(m);
     return rc;
 }

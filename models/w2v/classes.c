@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int w2v_kmeans(const float *vec, int64_t V, int64_t D, int K, int iters, int threads,
-               int32_t *cl, FILE *log)
+int w2v_kmeans(const float *vec, int64_t V, int64_t D, int K, int iters, int threads, int32_t *cl,
+               const tc_events *ev)
 {
     double *cent = malloc((size_t)K * (size_t)D * sizeof *cent);
     int64_t *members = malloc((size_t)K * sizeof *members);
@@ -63,8 +63,7 @@ int w2v_kmeans(const float *vec, int64_t V, int64_t D, int K, int iters, int thr
             moved += id != cl[c];
             cl[c] = id;
         }
-        if (log) fprintf(log, "sgrad-w2v: k-means iteration %d of %d: %lld words changed class\n", it + 1,
-                         iters, (long long)moved);
+        tc_info(ev, 2, "k-means iteration %d of %d: %lld words changed class", it + 1, iters, (long long)moved);
     }
     (void)threads;
     free(cent);

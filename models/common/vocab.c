@@ -111,6 +111,54 @@ tc_tok tc_reader_next(tc_reader *r, char *word)
     return TC_TOK_WORD;
 }
 
+/* ---- lines of tokens */
+
+int tc_lines_open(tc_lines *l, const char *path)
+{
+    memset(l, 0, sizeof *l);
+    if (!strcmp(path, "-")) {
+        /* the reader takes a path: stdin by its name */
+        return tc_reader_open(&l->rd, "/dev/stdin");
+    }
+    return tc_reader_open(&l->rd, path);
+}
+
+void tc_lines_close(tc_lines *l)
+{
+    for (int64_t i = 0; i < l->cap; i++) free(l->tok[i]);
+    free(l->tok);
+    tc_reader_close(&l->rd);
+    memset(l, 0, sizeof *l);
+}
+
+int tc_lines_next(tc_lines *l)
+{
+    l->n = 0;
+    l->eol = false;
+    for (;;) {
+        if (l->n == l->cap) {
+            int64_t cap = l->cap ? 2 * l->cap : 256;
+            char **t = realloc(l->tok, (size_t)cap * sizeof *t);
+            if (!t) return -1;
+            l->tok = t;
+            for (int64_t i = l->cap; i < cap; i++) l->tok[i] = NULL;
+            for (int64_t i = l->cap; i < cap; i++)
+                if (!(l->tok[i] = malloc(TC_MAX_WORD))) {
+                    l->cap = i;
+                    return -1;
+                }
+            l->cap = cap;
+        }
+        tc_tok k = tc_reader_next(&l->rd, l->tok[l->n]);
+        if (k == TC_TOK_EOF) return l->n > 0;
+        if (k == TC_TOK_EOL) {
+            l->eol = true;
+            return 1;
+        }
+        l->n++;
+    }
+}
+
 /* ---- vocabulary */
 
 static uint64_t hash_str(const char *w)

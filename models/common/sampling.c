@@ -89,3 +89,9 @@ double tc_noise_prob(const tc_noise *t, int64_t i)
     if (t->col[i].threshold == UINT32_MAX) p += 1; /* "always itself" */
     return p / scale;
 }
+
+int tc_row_hit_cap(double bound, double lr)
+{
+    const double cap = bound / lr;
+    return cap >= TC_MAX_ROW_HITS ? TC_MAX_ROW_HITS : cap < 1 ? 1 : (int)cap;
+}

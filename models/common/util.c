@@ -1,0 +1,203 @@
+/* The library's errors and events, the clock, and the public face of the shared pieces:
+ * sg_vocab (over tc_vocab) and sg_lines (the corpus reader, line by line).
+ *
+ * Invariants: an error is recorded once, where it is known, with the caller's path in
+ * its message; nothing here prints. An INFO event is formatted only when its level is
+ * wanted.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include "common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double tc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int tc_fail(sg_model_error *e, int status, const char *fmt, ...)
+{
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    return -1;
+}
+
+int tc_fail_ctx(sg_model_error *e, const sg_ctx *ctx, const char *prefix)
+{
+    const int status = ctx ? sg_ctx_status(ctx) : SG_ERR_NOMEM;
+    return tc_fail(e, status ? status : SG_ERR_STATE, "%s%s", prefix, ctx ? sg_ctx_message(ctx) : "out of memory");
+}
+
+void tc_ok(sg_model_error *e)
+{
+    if (!e) return;
+    e->status = SG_OK;
+    e->message[0] = '\0';
+}
+
+const char *sg_model_status_string(int status)
+{
+    return status == SG_STOPPED ? "stopped by the event callback" : sg_status_string(status);
+}
+
+int tc_emit(const tc_events *ev, const sg_event *e)
+{
+    return ev && ev->fn ? ev->fn(ev->ud, e) : 0;
+}
+
+void tc_info(const tc_events *ev, int level, const char *fmt, ...)
+{
+    if (!ev || !ev->fn || ev->verbose < level) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const sg_event e = {.kind = SG_EVENT_INFO, .level = level, .message = msg};
+    ev->fn(ev->ud, &e);
+}
+
+/* ---- the public vocabulary */
+
+sg_vocab *sg_vocab_new(void)
+{
+    sg_vocab *v = malloc(sizeof *v);
+    if (v) tc_vocab_init(v);
+    return v;
+}
+
+void sg_vocab_free(sg_vocab *v)
+{
+    if (!v) return;
+    tc_vocab_free(v);
+    free(v);
+}
+
+int sg_vocab_count_file(sg_vocab *v, const char *path, sg_model_error *err)
+{
+    if (!v || !path) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary or path"), SG_ERR_NULL;
+    if (tc_vocab_count_file(v, path) == 0) return SG_OK;
+    const int status = errno == ENOMEM ? SG_ERR_NOMEM : SG_ERR_IO;
+    tc_fail(err, status, "cannot read %s: %s", path, strerror(errno));
+    return status;
+}
+
+int sg_vocab_add_tokens(sg_vocab *v, const char *const *tokens, int64_t n, sg_model_error *err)
+{
+    if (!v || (n > 0 && !tokens)) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary or tokens"), SG_ERR_NULL;
+    if (v->total_tokens == 0 && v->lines == 0 && v->corpus_bytes == 0) v->corpus_hash = TC_FNV_OFFSET;
+    char word[TC_MAX_WORD];
+    for (int64_t i = 0; i < n; i++) {
+        /* the hash and size of a file holding them, a space after each word */
+        if (tokens[i]) {
+            const size_t len = strlen(tokens[i]);
+            v->corpus_hash = tc_fnv1a_step(tc_fnv1a(v->corpus_hash, tokens[i], len), ' ');
+            v->corpus_bytes += (int64_t)len + 1;
+        } else {
+            v->corpus_hash = tc_fnv1a_step(v->corpus_hash, '\n');
+            v->corpus_bytes++;
+        }
+        if (!tokens[i]) {
+            v->lines++;
+            v->line_open = false;
+            continue;
+        }
+        sg_word_as_read(tokens[i], word);
+        if (!word[0]) continue;
+        v->total_tokens++;
+        v->line_open = true;
+        if (tc_vocab_add(v, word, 1) < 0) return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+    }
+    return SG_OK;
+}
+
+int sg_vocab_read(sg_vocab *v, const char *path, sg_model_error *err)
+{
+    char why[160];
+    if (!v || !path) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary or path"), SG_ERR_NULL;
+    if (tc_vocab_read(v, path, why, sizeof why) == 0) return SG_OK;
+    const int status = !strncmp(why, "line ", 5) ? SG_ERR_FORMAT : SG_ERR_IO;
+    tc_fail(err, status, "cannot read %s: %s", path, why);
+    return status;
+}
+
+int sg_vocab_finalize(sg_vocab *v, int64_t min_count, sg_model_error *err)
+{
+    if (!v) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary"), SG_ERR_NULL;
+    if (tc_vocab_finalize(v, min_count)) return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+    return SG_OK;
+}
+
+int sg_vocab_save(const sg_vocab *v, const char *path, sg_model_error *err)
+{
+    if (!v || !path) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary or path"), SG_ERR_NULL;
+    if (tc_vocab_save(v, path) == 0) return SG_OK;
+    tc_fail(err, SG_ERR_IO, "cannot write %s: %s", path, tc_out_strerror(errno));
+    return SG_ERR_IO;
+}
+
+int64_t sg_vocab_size(const sg_vocab *v) { return v ? v->size : 0; }
+const char *sg_vocab_word(const sg_vocab *v, int64_t i) { return v && i >= 0 && i < v->size ? v->words[i] : NULL; }
+int64_t sg_vocab_count(const sg_vocab *v, int64_t i) { return v && i >= 0 && i < v->size ? v->counts[i] : -1; }
+int64_t sg_vocab_find(const sg_vocab *v, const char *word) { return v && word ? tc_vocab_find(v, word) : -1; }
+int64_t sg_vocab_tokens(const sg_vocab *v) { return v ? v->total_tokens : 0; }
+int64_t sg_vocab_lines(const sg_vocab *v) { return v ? v->lines : 0; }
+int64_t sg_vocab_kept_tokens(const sg_vocab *v) { return v ? v->train_words : 0; }
+uint64_t sg_vocab_corpus_hash(const sg_vocab *v) { return v ? v->corpus_hash : 0; }
+
+/* ---- the public line reader */
+
+struct sg_lines {
+    tc_lines l;
+};
+
+sg_lines *sg_lines_open(const char *path, sg_model_error *err)
+{
+    sg_lines *l = path ? malloc(sizeof *l) : NULL;
+    if (!path) tc_fail(err, SG_ERR_NULL, "NULL path");
+    else if (!l) tc_fail(err, SG_ERR_NOMEM, "out of memory");
+    else if (tc_lines_open(&l->l, path)) {
+        tc_fail(err, SG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        free(l);
+        l = NULL;
+    }
+    return l;
+}
+
+int sg_lines_next(sg_lines *l, char ***tokens, int64_t *n, bool *eol)
+{
+    const int rc = tc_lines_next(&l->l);
+    if (rc < 0) return -SG_ERR_NOMEM;
+    if (rc == 0 && ferror(l->l.rd.f)) return -SG_ERR_IO;
+    *tokens = l->l.tok;
+    *n = l->l.n;
+    *eol = l->l.eol;
+    return rc;
+}
+
+void sg_lines_close(sg_lines *l)
+{
+    if (!l) return;
+    tc_lines_close(&l->l);
+    free(l);
+}
+
+void sg_word_as_read(const char *token, char *word)
+{
+    size_t n = 0;
+    while (n < TC_MAX_WORD - 1 && token[n]) n++;
+    if (token[n]) n = tc_utf8_cut(token, n, (unsigned char)token[n]);
+    memcpy(word, token, n);
+    word[n] = '\0';
+}
