@@ -17,6 +17,9 @@
  * The loader trusts no number of the metadata: the tensors it implies must fit in the
  * file before anything is allocated, and the training rules must hold.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* fileno */
+#endif
 #include "ft.h"
 
 #include <errno.h>
