@@ -10,9 +10,12 @@ isolated environment (pip 23.0, Debian bookworm's, does not need it).
 
 The build step (build_py) configures the source tree this directory sits in (setup.py's
 parent, which pip >= 21.3 builds in place) in a CMake build directory under setuptools'
-build_temp, builds the target sgrad_shared only (Release, no programs, no tests), and
-copies the real file behind the libsgrad.so symlinks into the package as
-sgrad/libsgrad.so, where sgrad/_lib.py finds it first (after SGRAD_LIBRARY). So the
+build_temp, builds the targets sgrad_shared and sgrad_models_shared only (Release, no
+programs, no tests), and copies the real files behind the libsgrad.so and
+libsgrad_models.so symlinks into the package as sgrad/libsgrad.so and
+sgrad/libsgrad_models.so, where sgrad/_lib.py and sgrad/_models.py find them first (after
+SGRAD_LIBRARY / SGRAD_MODELS_LIBRARY). libsgrad_models.so needs libsgrad.so.0, which the
+package has loaded (by that soname) before it loads the trainers' library. So the
 package cannot be built from an sdist or a copy of python/ alone: the C sources must be
 next to it. The wheel holds a platform binary, so it is a platform wheel
 (cpXY-cpXY-linux_ARCH), not py3-none-any.
@@ -64,11 +67,17 @@ def _find_compiler():
     return None
 
 
+_LIBRARIES = ("libsgrad.so", "libsgrad_models.so")  # copied into the package
+
+
 def _cmake_build(build_dir):
-    """Configures and builds sgrad_shared in build_dir; returns the real libsgrad.so file."""
+    """Configures and builds sgrad_shared and sgrad_models_shared in build_dir; returns the
+    real files of libsgrad.so and libsgrad_models.so."""
     cml = os.path.join(source_dir, "CMakeLists.txt")
-    if not os.path.isfile(cml) or not os.path.isdir(os.path.join(source_dir, "src")):
-        _fail(f"the C sources are not next to this package ({cml} or src/ is missing): "
+    if not os.path.isfile(cml) or not all(os.path.isdir(os.path.join(source_dir, d))
+                                          for d in ("src", "models")):
+        _fail(f"the C sources are not next to this package ({cml}, src/ or models/ is "
+              "missing): "
               "install from a checkout of the sgrad repository, `pip install ./python` "
               "run at its root (an sdist or a copy of python/ alone cannot be built)")
     cmake = os.environ.get("CMAKE") or shutil.which("cmake")
@@ -86,9 +95,10 @@ def _cmake_build(build_dir):
             shutil.rmtree(build_dir)
     configure = [cmake, "-S", source_dir, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                  "-DSGRAD_BUILD_TOOLS=OFF", "-DSGRAD_BUILD_TESTS=OFF", "-DSGRAD_INSTALL=OFF",
+                 "-DSGRAD_BUILD_MODELS=ON",
                  "-DSGRAD_MPI=OFF"]  # the package loads libsgrad only, never sgrad_dist
     configure += shlex.split(os.environ.get("SGRAD_CMAKE_ARGS", ""))
-    build = [cmake, "--build", build_dir, "--target", "sgrad_shared"]
+    build = [cmake, "--build", build_dir, "--target", "sgrad_shared", "sgrad_models_shared"]
     if not os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL"):  # else cmake reads it itself
         build += ["--parallel", str(os.cpu_count() or 1)]
     for cmd, what in ((configure, "configuring"), (build, "building")):
@@ -97,14 +107,18 @@ def _cmake_build(build_dir):
             subprocess.run(cmd, check=True)
         except (OSError, subprocess.CalledProcessError) as e:
             _fail(f"{what} libsgrad.so with CMake failed ({e}); its output is above")
-    lib = os.path.join(build_dir, "libsgrad.so")
-    if not os.path.exists(lib):
-        _fail(f"CMake built sgrad_shared but {lib} is not there")
-    return os.path.realpath(lib)  # libsgrad.so -> libsgrad.so.0 -> libsgrad.so.X.Y.Z
+    real = []
+    for name in _LIBRARIES:
+        lib = os.path.join(build_dir, name)
+        if not os.path.exists(lib):
+            _fail(f"CMake built the shared libraries but {lib} is not there")
+        real.append(os.path.realpath(lib))  # libX.so -> libX.so.0 -> libX.so.X.Y.Z
+    return real
 
 
 class BuildPyWithLibrary(build_py):
-    """build_py, then libsgrad.so (built by CMake) copied into the built package."""
+    """build_py, then libsgrad.so and libsgrad_models.so (built by CMake) copied into the
+    built package."""
 
     def run(self):
         super().run()
@@ -112,12 +126,13 @@ class BuildPyWithLibrary(build_py):
         real = _cmake_build(os.path.abspath(os.path.join(build_temp, "cmake")))
         dest = os.path.join(self.build_lib, "sgrad")
         self.mkpath(dest)
-        # One real file, not the symlink chain: wheels cannot hold symlinks.
-        self.copy_file(real, os.path.join(dest, "libsgrad.so"), preserve_mode=True)
+        # One real file each, not the symlink chain: wheels cannot hold symlinks.
+        for src, name in zip(real, _LIBRARIES):
+            self.copy_file(src, os.path.join(dest, name), preserve_mode=True)
 
     def get_outputs(self, include_bytecode=1):
         return super().get_outputs(include_bytecode) + [
-            os.path.join(self.build_lib, "sgrad", "libsgrad.so")]
+            os.path.join(self.build_lib, "sgrad", name) for name in _LIBRARIES]
 
 
 class BinaryDistribution(Distribution):

@@ -44,7 +44,7 @@ if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
         tar --null -T - -cf -) | tar -C "$tmp/src" -xf -
 else
-    cp -r "$repo"/{CMakeLists.txt,cmake,include,src,python} "$tmp/src/"
+    cp -r "$repo"/{CMakeLists.txt,cmake,include,src,models,python} "$tmp/src/"
     rm -rf "$tmp/src/python/build" "$tmp/src/python"/*.egg-info
 fi
 
@@ -73,6 +73,12 @@ lib = os.path.join(pkg, "libsgrad.so")
 assert sgrad._lib.path == lib, f"loaded {sgrad._lib.path}, not the package's {lib}"
 assert os.path.isfile(lib) and not os.path.islink(lib), f"{lib} is not one plain file"
 assert sgrad.__version__ == version, f"version {sgrad.__version__}, CMakeLists.txt {version}"
+# The trainers' library beside it, trained with in-process (its build tree is gone).
+m = sgrad.Word2Vec(sentences=[["a", "b", "c"]] * 50, vector_size=4, min_count=1, sample=0)
+models = os.path.join(pkg, "libsgrad_models.so")
+assert sgrad._models.path == models, f"loaded {sgrad._models.path}, not the package's {models}"
+assert os.path.isfile(models) and not os.path.islink(models), f"{models} is not one plain file"
+assert m.wv.vectors.shape == (3, 4) and m.wv.vectors.any()
 # A platform wheel (where pip built a wheel: with python3-wheel), not py3-none-any.
 for w in glob.glob(os.path.join(os.path.dirname(pkg), "sgrad-*.dist-info", "WHEEL")):
     text = open(w).read()

@@ -9,7 +9,8 @@ import pytest
 import sgrad
 
 MODULES = [sgrad, sgrad.errors, sgrad.context, sgrad.tensor, sgrad.ops, sgrad.autograd,
-           sgrad.nn, sgrad.nn.functional, sgrad.nn.init, sgrad.optim, sgrad.dlpack]
+           sgrad.nn, sgrad.nn.functional, sgrad.nn.init, sgrad.optim, sgrad.dlpack,
+           sgrad.word2vec, sgrad.fasttext]
 try:  # sgrad.torch is checked where torch is installed
     import sgrad.torch
     MODULES.append(sgrad.torch)

@@ -1,4 +1,4 @@
-"""Progress records from Python: Word2Vec.training_log is the program's -log file (words
+"""Progress records from Python: Word2Vec.training_log holds the records of sgrad-w2v's -log (words
 read rising to the corpus's tokens times the epochs, progress ending at 1), and
 plot_training draws it: the SVG parses as XML with one point per record that has a loss,
 the same from the records and from a log file; a PNG through matplotlib where installed;
@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import sgrad
-from sgrad import word2vec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -21,10 +20,6 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    try:
-        word2vec._find_program()
-    except FileNotFoundError:
-        pytest.skip("sgrad-w2v is not built (SGRAD_BUILD_TOOLS=OFF) and not on PATH")
     r = np.random.default_rng(2)
     path = tmp_path_factory.mktemp("plot") / "corpus.txt"
     lines = [" ".join(f"t{r.integers(8)}w{w}" for w in r.integers(0, 6, 8)) for _ in range(3000)]
