@@ -140,9 +140,10 @@ def to_dense(a) -> Tensor:
 def mul(a, b) -> Tensor:
     """a * b elementwise, broadcasting; a Tensor times a Python number scales it (COO
     tensors too)."""
-    if isinstance(b, (int, float)) and isinstance(a, Tensor):
-        return scale(a, b)
-    if isinstance(a, (int, float)) and isinstance(b, Tensor):
+    if isinstance(a, Tensor):
+        if isinstance(b, (int, float)):
+            return scale(a, b)
+    elif isinstance(a, (int, float)) and isinstance(b, Tensor):
         return scale(b, a)
     return _binary(lib.sg_mul, a, b, "mul")
 
