@@ -895,7 +895,7 @@ SG_API int64_t sg_wordvec_find(const sg_wordvec *wv, const char *word);
 
 /* ---------------------------------------------------------------- io: checkpoints */
 /* A checkpoint is a safetensors file (readable by the safetensors packages and by a few
- * lines of numpy, see README "Checkpoints"): an 8-byte little-endian header length N, N
+ * lines of numpy, see docs/formats.md, "Checkpoints"): an 8-byte little-endian header length N, N
  * bytes of JSON (padded with spaces so the data starts 8-byte aligned) naming each tensor's
  * dtype ("F32", "F64", "I32", "I64"), shape and data_offsets [begin, end) within the data
  * section, plus "__metadata__" (a string map); then the tensors' raw little-endian bytes in

@@ -277,7 +277,7 @@ static uint64_t le64(const unsigned char *p)
     return v;
 }
 
-/* Signs the file b (n bytes) as format `version` by README "Checkpoints": format 2's
+/* Signs the file b (n bytes) as format `version` by docs/formats.md, "Checkpoints": format 2's
  * checksum is the FNV-1a 64 of the whole file with its own 16 hex digits read as '0',
  * format 1's that of the data section. */
 static void resign(unsigned char *b, long n, char version)

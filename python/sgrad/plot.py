@@ -1,6 +1,6 @@
 """Training curves: the loss per example against the share of the words read, with the
 learning rate dashed on its own scale at the right, from the progress records of a
-`-log FILE` (JSON lines: progress, lr, loss, ...; see README "Training log").
+`-log FILE` (JSON lines: progress, lr, loss, ...; see docs/formats.md, "Training log").
 
 The standard library alone draws the SVG, so this module imports nothing of the package's
 ctypes part: tools/plot_log.py loads it by path and runs where libsgrad.so is not
