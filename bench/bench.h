@@ -25,8 +25,9 @@ double sgb_median_ms(void (*fn)(void *ud), void *ud, int reps);
 /* Repetitions for a case: `full` normally, fewer (at least 3) with --quick, cfg->reps when
  * --reps is given. */
 int sgb_reps(const sgb_cfg *cfg, int full);
-/* One JSON line: {"bench","case","params":<params_json>,"ms","ref_ms","ratio","threads"}
- * followed by the fields in extra_json (a comma-separated list of "key":value, or NULL).
+/* One JSON line: {"bench","case","params":<params_json>,"ms","ref_ms","ratio","threads",
+ * "kernels"} ("kernels": the CPU variant of the hot kernels, "base", "avx2" or "avx512";
+ * SGRAD_KERNELS caps it, src/core/core.h) followed by the fields in extra_json (a comma-separated list of "key":value, or NULL).
  * ref_ms <= 0 means there is no reference loop: ref_ms and ratio are printed as null. */
 void sgb_emit(const char *bench, const char *kase, const char *params_json, double ms,
               double ref_ms, int threads, const char *extra_json);

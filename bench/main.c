@@ -1,6 +1,7 @@
 /* sgrad-bench: runs benchmark families and prints JSON lines (see bench/bench.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "bench.h"
+#include "core/core.h" /* sg__kernels_level: the CPU variant the kernels ran in */
 #include "families.h"
 
 #include <stdio.h>
@@ -80,7 +81,7 @@ void sgb_emit(const char *bench, const char *kase, const char *params_json, doub
         printf(",\"ref_ms\":%.6g,\"ratio\":%.4g", ref_ms, ms / ref_ms);
     else
         printf(",\"ref_ms\":null,\"ratio\":null");
-    printf(",\"threads\":%d", threads);
+    printf(",\"threads\":%d,\"kernels\":\"%s\"", threads, sg__kernels_name(sg__kernels_level()));
     if (extra_json && *extra_json) printf(",%s", extra_json);
     printf("}\n");
     fflush(stdout);

@@ -265,6 +265,56 @@ TEST(adagrad_dense_and_sparse_match_reference)
     sg_ctx_free(ctx);
 }
 
+/* Row grouping finds a row's group through opt->slot (a word per row) or, for an update
+ * much smaller than the table, through a hash table of its own; slot stamps of earlier
+ * groupings must read as "not met", also across the epochs' wrap-around. Either way a
+ * sparse Adagrad step (no weight decay) with duplicate rows equals, bitwise, the dense
+ * step whose gradient sums each row's entries in order (0 + g1 + g2 + ...). */
+TEST(adagrad_row_grouping_by_slot_and_by_hash_equals_the_dense_step)
+{
+    const int64_t W_ = 3, N = 300;
+    const int64_t table_rows[2] = {50, 100000}; /* slot; hash (2^10 words << 1e5) */
+    for (int t = 0; t < 2; t++) {
+        const int64_t V = table_rows[t];
+        sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = 2});
+        sg_adagrad_opts o = {0.1, 0.05, 0, 0.1, 1e-10};
+        sg_tensor *S = param2(ctx, V, W_, NULL), *D = param2(ctx, V, W_, NULL);
+        for (int64_t i = 0; i < V * W_; i++) sg_tensor_f64(S)[i] = sg_tensor_f64(D)[i] = tu_rand_unit();
+        sg_optim *os = sg_optim_adagrad(ctx, &o), *od = sg_optim_adagrad(ctx, &o);
+        sg_optim_add_param(os, S);
+        sg_optim_add_param(od, D);
+        int64_t *idx = malloc((size_t)N * sizeof *idx);
+        double *val = malloc((size_t)(N * W_) * sizeof *val), *g = malloc((size_t)(V * W_) * sizeof *g);
+        int64_t pick[200]; /* random rows: hash probes collide (an arithmetic run would not) */
+        for (int k = 0; k < 200; k++) pick[k] = (int64_t)(tu_rand() % (uint64_t)V);
+        for (int s = 0; s < 6; s++) {
+            if (s == 2) os->slot_epoch = SG__SLOT_EPOCH_MAX - 1; /* steps 2, 3 wrap around */
+            for (int64_t i = 0; i < N; i++) idx[i] = (pick[tu_rand() % 200] + s) % V; /* repeated */
+            for (int64_t i = 0; i < N * W_; i++) val[i] = tu_rand_unit();
+            for (int64_t i = 0; i < V * W_; i++) g[i] = 0;
+            for (int64_t i = 0; i < N; i++)
+                for (int64_t j = 0; j < W_; j++) g[idx[i] * W_ + j] += val[i * W_ + j];
+            CHECK_STATUS(ctx, give_rows(S, N, idx, val), SG_OK);
+            CHECK_STATUS(ctx, give_dense(D, g), SG_OK);
+            CHECK_STATUS(ctx, sg_optim_step(os), SG_OK);
+            CHECK_STATUS(ctx, sg_optim_step(od), SG_OK);
+            sg_tape_reset(ctx);
+            CHECK(memcmp(sg_tensor_data(S), sg_tensor_data(D), (size_t)(V * W_) * sizeof(double)) == 0);
+        }
+        CHECK(t == 1 || (os->slot_epoch >= 1 && os->slot_epoch <= 4)); /* it wrapped */
+        free(idx);
+        free(val);
+        free(g);
+        sg_optim_free(os);
+        sg_optim_free(od);
+        sg_ctx_free(ctx);
+        if (tu_failures) {
+            fprintf(stderr, "  (%lld rows)\n", (long long)V);
+            return;
+        }
+    }
+}
+
 TEST(rowwise_adagrad_by_hand)
 {
     /* row gradient (3,4): mean square 12.5, then 25; lr 0.1, eps 0 */

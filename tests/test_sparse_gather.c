@@ -456,6 +456,162 @@ TEST(embedding_bag_fused_update_equals_gradient_and_step)
         }
 }
 
+/* Every optimizer kind, for the fused bags whose update takes its rows gathered from the
+ * output gradient (sum, mean with either rule; sg__fused_rows' gathered form): two steps
+ * of the fused bag on `threads` threads leave W and the optimizer state bitwise as the
+ * unfused bag followed by sg_optim_step on one thread does. */
+static sg_optim *bag_kind_optim(sg_ctx *ctx, int kind)
+{
+    switch (kind) {
+    case 0: return sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.3});
+    case 1: return sg_optim_sgd(ctx, &(sg_sgd_opts){.lr = 0.3, .momentum = 0.9, .weight_decay = 0.01});
+    case 2: return sg_optim_adagrad(ctx, &(sg_adagrad_opts){.lr = 0.3, .lr_decay = 0.1, .weight_decay = 0.01, .eps = 1e-10});
+    case 3: return sg_optim_rowwise_adagrad(ctx, &(sg_adagrad_opts){.lr = 0.3, .initial_accumulator = 0.1, .eps = 1e-10});
+    case 4: return sg_optim_lazy_adam(ctx, &(sg_adam_opts){.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
+    default: return sg_optim_adam(ctx, &(sg_adam_opts){.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01});
+    }
+}
+
+typedef struct {
+    int64_t V, D, N, B;
+    sg_dtype dtype, idx_dtype;
+    int64_t pad;
+    int last, threads;
+    int64_t spread; /* entries name rows spread * k for k in [0, V / spread), not padding */
+} bag_case;
+
+/* W and its optimizer state after two steps of a bag of case c, mode `mode` (3: mean with
+ * the word2vec rule), fused or not; a malloc'd copy of W then of each state tensor. */
+static unsigned char *bag_two_steps(const bag_case *c, int kind, int mode, int fused, size_t *bytes)
+{
+    tu_rng_state = 1234;
+    sg_ctx *ctx = sg_ctx_new(&(sg_ctx_opts){.threads = fused ? c->threads : 1});
+    sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, c->dtype, 2, (int64_t[]){c->V, c->D}), 1);
+    sg_optim *opt = bag_kind_optim(ctx, kind);
+    CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+    int64_t *v = malloc((size_t)c->N * sizeof *v), *off = malloc((size_t)(c->B + 1) * sizeof *off);
+    for (int step = 0; step < 2; step++) {
+        for (int64_t i = 0; i < c->N; i++) /* rows repeat; every 7th entry is padding */
+            v[i] = c->pad >= 0 && i % 7 == 3 ? c->pad
+                                             : c->spread * (int64_t)(tu_rand() % (uint64_t)(c->V / c->spread));
+        off[0] = 0; /* sorted cut points, bag 0 empty */
+        for (int64_t b = 1; b < c->B; b++) off[b] = b == 1 ? 0 : (int64_t)(tu_rand() % (uint64_t)(c->N + 1));
+        off[c->B] = c->N;
+        for (int64_t b = 1; b < c->B; b++)
+            for (int64_t a = b; a > 1 && off[a] < off[a - 1]; a--) {
+                int64_t t = off[a];
+                off[a] = off[a - 1];
+                off[a - 1] = t;
+            }
+        sg_tensor *idx = index_tensor(ctx, c->idx_dtype, 1, (int64_t[]){c->N}, v);
+        sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){c->B + c->last}, off);
+        sg_tensor *G = rand_dense(ctx, c->dtype, 2, (int64_t[]){c->B, c->D});
+        sg_embedding_bag_opts o = bag_opts(mode == SG_BAG_SUM ? SG_BAG_SUM : SG_BAG_MEAN, NULL);
+        o.padding_idx = c->pad;
+        o.include_last_offset = c->last;
+        o.grad = mode == 3 ? SG_BAG_GRAD_WORD2VEC : SG_BAG_GRAD_TRUE;
+        o.fused = fused ? opt : NULL;
+        CHECK_STATUS(ctx, sg_backward_grad(sg_embedding_bag(W, idx, offs, &o), G), SG_OK);
+        CHECK((sg_tensor_grad(W) == NULL) == fused);
+        CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+        sg_tape_reset(ctx);
+        sg_tensor_free(idx);
+        sg_tensor_free(offs);
+        sg_tensor_free(G);
+    }
+    CHECK_STATUS(ctx, sg_optim_flush(opt), SG_OK);
+    size_t wb = (size_t)sg_tensor_numel(W) * sg_dtype_size(c->dtype), total = wb;
+    int ns = sg_optim_state_count(opt, W);
+    for (int k = 0; k < ns; k++) {
+        sg_tensor *st = sg_optim_state(opt, W, k, NULL);
+        total += (size_t)sg_tensor_numel(st) * sg_dtype_size(sg_tensor_dtype(st));
+    }
+    unsigned char *out = malloc(total), *at = out + wb;
+    memcpy(out, sg_tensor_data(W), wb);
+    for (int k = 0; k < ns; k++) {
+        sg_tensor *st = sg_optim_state(opt, W, k, NULL);
+        size_t sb = (size_t)sg_tensor_numel(st) * sg_dtype_size(sg_tensor_dtype(st));
+        memcpy(at, sg_tensor_data(st), sb);
+        at += sb;
+    }
+    *bytes = total;
+    free(v);
+    free(off);
+    sg_optim_free(opt);
+    sg_ctx_free(ctx);
+    return out;
+}
+
+TEST(embedding_bag_fused_gathered_rows_equal_gradient_and_step_for_every_kind)
+{
+    const bag_case cases[] = {
+        {9, 5, 23, 6, SG_F64, SG_I64, -1, 0, 1, 2},
+        {9, 5, 23, 6, SG_F32, SG_I32, 2, 1, 2, 2},
+        {40, 300, 50, 7, SG_F32, SG_I64, 0, 0, 1, 2}, /* rows wider than a group-sum chunk */
+        {3000, 64, 12000, 700, SG_F32, SG_I64, -1, 1, 2, 2}, /* chunks on both threads */
+        {3000, 64, 12000, 700, SG_F64, SG_I32, 5, 0, 2, 2},
+        {200000, 4, 3000, 90, SG_F32, SG_I64, 7, 0, 2, 997}, /* rows grouped by hash */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int kind = 0; kind < 6; kind++)
+            for (int mode = 0; mode < 4; mode++) {
+                if (mode == SG_BAG_MAX) continue; /* 2: max keeps its COO rows */
+                size_t b0 = 0, b1 = 0;
+                unsigned char *want = bag_two_steps(&cases[ci], kind, mode, 0, &b0);
+                unsigned char *got = bag_two_steps(&cases[ci], kind, mode, 1, &b1);
+                CHECK(b0 == b1 && memcmp(want, got, b0) == 0);
+                if (tu_failures) {
+                    fprintf(stderr, "  (case %zu, kind %d, mode %d)\n", ci, kind, mode);
+                    free(want);
+                    free(got);
+                    return;
+                }
+                free(want);
+                free(got);
+            }
+}
+
+/* The guard on a fused bag: a non-finite value of the output gradient in a bag that names
+ * no row (empty, or padding only) gives no row anything and is accepted, as unfused; in a
+ * bag that names rows it refuses the update, naming the first such row of the update
+ * (entries in order, padding left out) and the element, and W does not change. */
+TEST(embedding_bag_fused_guard_counts_only_the_rows_of_the_bags)
+{
+    enum { V = 10, D = 3, N = 8, B = 4 };
+    const int64_t v[N] = {4, 1, 6, 6, 2, 4, 6, 3}; /* padding 6 */
+    const int64_t off[B] = {0, 2, 2, 4};           /* bags [0,2) [2,2) [2,4) [4,8) */
+    for (int mode = SG_BAG_SUM; mode <= SG_BAG_MEAN; mode++)
+        for (int bag = 0; bag < B; bag++) {
+            sg_ctx *ctx = sg_ctx_new(NULL);
+            sg_tensor *W = sg_tensor_requires_grad(rand_dense(ctx, SG_F64, 2, (int64_t[]){V, D}), 1);
+            sg_optim *opt = sg_optim_adagrad(ctx, &(sg_adagrad_opts){.lr = 0.1, .eps = 1e-10});
+            CHECK_STATUS(ctx, sg_optim_add_param(opt, W), SG_OK);
+            CHECK_STATUS(ctx, sg_optim_set_check_finite(opt, 1), SG_OK);
+            double w0[V * D];
+            memcpy(w0, sg_tensor_f64(W), sizeof w0);
+            sg_tensor *idx = index_tensor(ctx, SG_I64, 1, (int64_t[]){N}, v);
+            sg_tensor *offs = index_tensor(ctx, SG_I64, 1, (int64_t[]){B}, off);
+            sg_tensor *G = rand_dense(ctx, SG_F64, 2, (int64_t[]){B, D});
+            sg_tensor_f64(G)[bag * D + 1] = NAN;
+            sg_embedding_bag_opts o = bag_opts((sg_bag_mode)mode, NULL);
+            o.padding_idx = 6;
+            o.fused = opt;
+            int rc = sg_backward_grad(sg_embedding_bag(W, idx, offs, &o), G);
+            if (bag == 1 || bag == 2) { /* empty; padding only */
+                CHECK_STATUS(ctx, rc, SG_OK);
+                CHECK(memcmp(w0, sg_tensor_f64(W), sizeof w0) != 0);
+                for (int k = 0; k < V * D; k++) CHECK(isfinite(sg_tensor_f64(W)[k]));
+            } else {
+                CHECK_STATUS(ctx, rc, SG_ERR_VALUE);
+                CHECK(strstr(sg_ctx_message(ctx), bag == 0 ? "row 0 of the update, element 1"
+                                                           : "row 2 of the update, element 1") != NULL);
+                CHECK(memcmp(w0, sg_tensor_f64(W), sizeof w0) == 0);
+            }
+            sg_optim_free(opt);
+            sg_ctx_free(ctx);
+        }
+}
+
 /* SG_BAG_GRAD_WORD2VEC against a hand-written loop: each row's gradient is the sum, over
  * the bag entries naming it that are not padding, of their bag's incoming gradient row,
  * undivided. Bags: one with a repeated row, an empty one, one of padding only (with

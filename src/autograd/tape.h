@@ -79,7 +79,10 @@ static inline bool sg__wants_grad(const sg_tensor *x) { return x && x->requires_
 /* The gradient rows of a fused update of a (V, D) table W: n rows, row k for W's row
  * idx[k] (duplicates allowed). Either given, g (n, D) of W's dtype, or (g NULL) factored as
  *     row k = scale * coef[k] * x[k / per]        coef (n), x (n / per, D), W's dtype
- * which is how sgns holds its rows: the optimizer may apply them without writing the
+ * which is how sgns holds its rows, or (g NULL, xrow set) gathered as
+ *     row k = x[xrow[k]]                          xrow (n) in [0, nx), x (nx, D), W's dtype
+ * which is how embedding_bag holds them (x: its output gradient, a bag's row shared by the
+ * bag's entries). In both forms the optimizer may apply the rows without writing the
  * (n, D) rows out. */
 typedef struct {
     const int64_t *idx;
@@ -88,6 +91,8 @@ typedef struct {
     const void *x, *coef;
     int64_t per;
     double scale;
+    const int64_t *xrow;
+    int64_t nx;
 } sg__fused_rows;
 
 /* The function table at the start of every sg_optim. */

@@ -235,6 +235,118 @@ static inline void sg__prefetch_row(const void *base, int64_t row, size_t rowbyt
     for (size_t off = 0; off < bytes; off += 64) SG__PREFETCH(p + off);
 }
 
+/* ---- per-CPU variants of the hot kernels (src/core/cpu.c; docs/blas.md, "Kernels per CPU")
+ *
+ * The library is built for the baseline of its target (x86-64: SSE2) unless SGRAD_NATIVE
+ * asks for -march=native. The hot kernels (the direct matmul and its transposes, the
+ * optimizers' row kernels, the sgns forward, the embedding gathers, the elementwise ops,
+ * index-add, the NaN/Inf scans: docs/blas.md lists them) are compiled once per level below
+ * and the level is chosen at run time, once, from the CPU:
+ *   SG__KERNELS_BASE    the build's own flags (SSE2 on plain x86-64; any other CPU)
+ *   SG__KERNELS_AVX2    AVX2, FMA, BMI1/2, POPCNT (x86-64-v3's vector part: Haswell, Zen)
+ *   SG__KERNELS_AVX512  those plus AVX-512 F, CD, BW, DQ, VL (x86-64-v4: Skylake-SP on)
+ * A level is compiled only where the compiler has the target attribute (gcc, clang) on
+ * x86-64 and the build's flags do not already include it (a -march=native build on an
+ * AVX-512 machine has the base variant only); elsewhere, or with SG_NO_KERNEL_VARIANTS
+ * defined, SG__HOT_CLONES makes the plain function.
+ *
+ * Every variant gives bitwise the same results: the library is compiled with
+ * -ffp-contract=off (no fused multiply-add unless written as fma(), and none is), and no
+ * kernel's order of operations depends on the vector width (a reduction keeps a fixed
+ * number of lanes and a fixed tree, whatever width the compiler vectorises it with; gcc and
+ * clang vectorise no other floating-point reduction without -ffast-math or an omp simd
+ * reduction, and the library uses neither). Library calls (expf, BLIS) are the same code
+ * under every variant. So the variant, like the thread count, changes the speed only, and
+ * a -march=native build gives the same bits too; tests/test_kernel_variants.c runs every
+ * kernel under every level the CPU has and compares the bits. A sanitizer build keeps the
+ * variants (ASan and clang's TSan run them; an ifunc-based dispatch would not start under
+ * TSan, src/core/cpu.c).
+ *
+ * Use: the kernel's body is written once as a static always-inline function NAME__body
+ * (SG__HOT_BODY) returning void; SG__HOT_CLONES(NAME, (params), (args)) then defines the
+ * variants NAME__base, NAME__avx2, NAME__avx512, each the body inlined under its target,
+ * and static void NAME(params), which calls the variant of sg__kernels_level(). Dispatch
+ * costs a load and a branch per call: kernels are called once per chunk of work. */
+#define SG__KERNELS_BASE 0
+#define SG__KERNELS_AVX2 1
+#define SG__KERNELS_AVX512 2
+#define SG__KERNELS_LEVELS 3
+
+#if !defined(SG_NO_KERNEL_VARIANTS) && defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target)
+#if !(defined(__AVX2__) && defined(__FMA__) && defined(__BMI2__))
+#define SG__VARIANT_AVX2 1
+#endif
+#if !(defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__AVX512DQ__))
+#define SG__VARIANT_AVX512 1
+#endif
+#endif
+#endif
+
+/* The level the kernels run at: the best this build and CPU have (sg__kernels_best), lower
+ * when the environment says SGRAD_KERNELS=base or avx2, or as a test forced it. */
+int sg__kernels_level(void);
+/* The best level this build has a variant for and this CPU runs. */
+int sg__kernels_best(void);
+/* Whether this build has a variant for `level` and this CPU runs it (the base: always). */
+bool sg__kernels_has(int level);
+/* Tests and benchmarks: run every kernel at `level` from now on (process-wide; -1: back to
+ * the default). False, and nothing changed, unless sg__kernels_has(level). */
+bool sg__kernels_force(int level);
+/* "base", "avx2", "avx512" ("?" for anything else). */
+const char *sg__kernels_name(int level);
+
+#if defined(__GNUC__)
+#define SG__HOT_BODY static inline __attribute__((always_inline))
+#else
+#define SG__HOT_BODY static inline
+#endif
+/* The features each level compiles for and src/core/cpu.c checks the CPU for, one list. */
+#define SG__TARGET_AVX2_ __attribute__((target("avx2,fma,bmi,bmi2,popcnt")))
+#define SG__TARGET_AVX512_ \
+    __attribute__((target("avx2,fma,bmi,bmi2,popcnt,avx512f,avx512cd,avx512vl,avx512bw,avx512dq")))
+#ifdef SG__VARIANT_AVX2
+#define SG__CLONE_AVX2_(name, params, args) \
+    SG__TARGET_AVX2_ static void name##__avx2 params { name##__body args; }
+#define SG__CALL_AVX2_(name, args) \
+    if (level_ == SG__KERNELS_AVX2) {  \
+        name##__avx2 args;             \
+        return;                        \
+    }
+#else
+#define SG__CLONE_AVX2_(name, params, args)
+#define SG__CALL_AVX2_(name, args)
+#endif
+#ifdef SG__VARIANT_AVX512
+#define SG__CLONE_AVX512_(name, params, args) \
+    SG__TARGET_AVX512_ static void name##__avx512 params { name##__body args; }
+#define SG__CALL_AVX512_(name, args)     \
+    if (level_ == SG__KERNELS_AVX512) { \
+        name##__avx512 args;            \
+        return;                         \
+    }
+#else
+#define SG__CLONE_AVX512_(name, params, args)
+#define SG__CALL_AVX512_(name, args)
+#endif
+#if defined(SG__VARIANT_AVX2) || defined(SG__VARIANT_AVX512)
+#define SG__HOT_CLONES(name, params, args)                \
+    static void name##__base params { name##__body args; } \
+    SG__CLONE_AVX2_(name, params, args)                   \
+    SG__CLONE_AVX512_(name, params, args)                 \
+    static void name params                               \
+    {                                                     \
+        const int level_ = sg__kernels_level();           \
+        SG__CALL_AVX512_(name, args)                      \
+        SG__CALL_AVX2_(name, args)                        \
+        (void)level_;                                     \
+        name##__base args;                                \
+    }
+#else
+#define SG__HOT_CLONES(name, params, args) \
+    static void name params { name##__body args; }
+#endif
+
 /* ---- dtype dispatch: runs BODY with T defined as float or double */
 #define SG__DISPATCH_FLOAT(dtype, T, BODY)         \
     do {                                           \

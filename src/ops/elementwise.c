@@ -7,7 +7,8 @@
  * tie half and half, as PyTorch does. A backward reduces an input's gradient over the dims the input was
  * stretched along by summing in output order on one thread, and writes it elementwise in
  * parallel when the input was not stretched, so the result never depends on the thread
- * count. */
+ * count. bin_fwd and bin_grad have a variant per CPU level picked at run time
+ * (SG__HOT_CLONES, core/core.h); each element takes the same operations in every one. */
 #include "ops/ops.h"
 
 typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MAX, BIN_MIN } bin_kind;
@@ -105,7 +106,7 @@ typedef struct {
         }                                                                        \
     } while (0);
 
-static void bin_fwd(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void bin_fwd__body(void *ud, int64_t lo, int64_t hi)
 {
     const bin_job *J = ud;
     const sg__bcast *bc = J->bc;
@@ -124,6 +125,7 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(bin_fwd, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* One column loop of the backward: dst OP EXPR (of gv, xv, yv) with GV, XV, YV, DST the
  * column j's gradient, operands and destination. */
@@ -172,7 +174,7 @@ static void bin_fwd(void *ud, int64_t lo, int64_t hi)
     case BIN_GRAD_SET_BOTH: BIN_WALK(lo, hi, BIN_GRAD_ROW_OP(=, (E0) + (E1))) break; \
     }
 
-static void bin_grad(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void bin_grad__body(void *ud, int64_t lo, int64_t hi)
 {
     const bin_job *J = ud;
     const sg__bcast *bc = J->bc;
@@ -199,6 +201,7 @@ static void bin_grad(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(bin_grad, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* Gradient of operand `which` (its own shape) from gout; NULL on NOMEM. With `both` (the
  * two operands are one tensor) the buffer receives operand 0's terms plus operand 1's: the

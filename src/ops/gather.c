@@ -3,8 +3,11 @@
  * written (the max_norm renormalisation included); the gradient of a gathered-from tensor
  * is a COO tensor whose cost is O(rows gathered), never O(rows of the table). Where it can, a backward builds
  * that COO tensor from borrowed buffers: the index tensor (int64: no copy) and the
- * incoming gradient, which live until the tape is reset. Index tensors saved by a node must
- * stay alive and unchanged until backward. */
+ * incoming gradient, which live until the tape is reset. A fused sum or mean bag builds no
+ * rows at all: its optimizer sums each table row's gradient straight from the incoming
+ * gradient's bag rows (bag_apply_fused). Index tensors saved by a node must
+ * stay alive and unchanged until backward. The row loops defined through SG__HOT_CLONES
+ * have a variant per CPU level picked at run time, all giving the same bits (core/core.h). */
 #include "ops/ops.h"
 
 #include <math.h>
@@ -107,7 +110,7 @@ typedef struct {
 } gather_job;
 
 /* out[b] = W[idx[b]] (zeros where idx[b] == pad) for b in [lo, hi). */
-static void gather_rows(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void gather_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const gather_job *job = ud;
     const sg_tensor *W = job->W, *idx = job->idx;
@@ -140,6 +143,7 @@ static void gather_rows(void *ud, int64_t lo, int64_t hi)
     });
 #undef GATHER_LOOP
 }
+SG__HOT_CLONES(gather_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 sg_tensor *sg_embedding(sg_tensor *W, sg_tensor *idx, const sg_embedding_opts *opts)
 {
@@ -210,7 +214,7 @@ typedef struct {
 
 /* W's gradient rows of bags [lo, hi): entry i of bag b gets c * gout[b] (c: 1, the
  * entry's weight or 1 / the bag's count), or in max mode the elements it was the max of. */
-static void bag_grad_rows(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void bag_grad_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const bag_grad_job *jg = ud;
     const int64_t D = jg->D, N = jg->N;
@@ -236,6 +240,64 @@ static void bag_grad_rows(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(bag_grad_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
+
+/* The fused update of a sum or mean bag without per-sample weights (B > 0, so that every
+ * entry is in a bag): entry i's gradient row is its bag's row of x, the output gradient
+ * (mean mode with the true gradient: already divided by each bag's count), so the
+ * optimizer is given the rows gathered (sg__fused_rows: row k = x[xrow[k]]) and sums each
+ * table row's entries straight from x, in entry order as the COO rows would be summed,
+ * instead of N x D rows written out. Padding entries are left out. It runs twice (check,
+ * then apply): its row lists are built in the step arena each time, O(N). */
+static int bag_apply_fused(sg_node *n, sg_tensor *x)
+{
+    sg_tensor *W = n->in[0], *idx = n->saved[0];
+    const sg_tensor *offsets = n->saved[1];
+    sg_ctx *ctx = W->ctx;
+    const int64_t pad = n->iarg[1], B = n->iarg[2], N = idx->numel;
+    const bool copy = idx->dtype != SG_I64 || pad >= 0; /* else the rows are idx itself */
+    size_t bytes = (size_t)(N > 0 ? N : 1) * sizeof(int64_t);
+    int64_t *xrow = sg__arena_alloc(ctx, bytes);
+    int64_t *rows = copy && xrow ? sg__arena_alloc(ctx, bytes) : NULL;
+    if (!xrow || (copy && !rows)) return sg__status_or_nomem(ctx);
+    int64_t k = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t e = bag_start(offsets, b + 1, N);
+        for (int64_t i = bag_start(offsets, b, N); i < e; i++) {
+            if (copy) {
+                const int64_t r = sg__idx_at(idx, i);
+                if (r == pad) continue;
+                rows[k] = r;
+            }
+            xrow[k++] = b;
+        }
+    }
+    sg__fused_rows r = {.idx = copy ? rows : idx->data, .n = k, .x = x->data, .xrow = xrow, .nx = B};
+    return sg__fused_apply_rows(n->extra, W, &r);
+}
+
+typedef struct {
+    const sg_tensor *gout, *idx, *offsets;
+    sg_tensor *x;
+    int64_t pad, D, N;
+} bag_mean_job;
+
+/* Rows [lo, hi) of x = gout divided by each bag's count (zeros for a bag of none). */
+static void bag_mean_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const bag_mean_job *jm = ud;
+    const int64_t D = jm->D, N = jm->N;
+    SG__DISPATCH_FLOAT(jm->x->dtype, T, {
+        const T *g = jm->gout->data;
+        T *x = jm->x->data;
+        for (int64_t b = lo; b < hi; b++) {
+            const int64_t s = bag_start(jm->offsets, b, N);
+            const int64_t cnt = bag_count(jm->idx, jm->pad, s, bag_start(jm->offsets, b + 1, N));
+            const T inv = cnt ? (T)1 / (T)cnt : (T)0; /* as bag_grad_rows: c * g in T */
+            for (int64_t j = 0; j < D; j++) x[b * D + j] = inv * g[b * D + j];
+        }
+    });
+}
 
 /* Node: in W (and per-sample weights), saved[0] idx, saved[1] offsets or, in max mode,
  * the argmax (B,D) (entry of idx giving each output element, -1 for none); iarg mode,
@@ -249,7 +311,21 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
     const int64_t pad = n->iarg[1], B = n->iarg[2], N = idx->numel, D = W->shape[1];
     const sg_tensor *offsets = mode == SG_BAG_MAX ? NULL : n->saved[1];
     const sg_tensor *argmax = mode == SG_BAG_MAX ? n->saved[1] : NULL;
-    if (sg__wants_grad(W)) { /* one COO row per looked-up entry that is not padding: O(N D) */
+    const bool divide = mode == SG_BAG_MEAN && n->iarg[3] == SG_BAG_GRAD_TRUE;
+    if (sg__wants_grad(W) && n->extra && mode != SG_BAG_MAX && !psw && B > 0) {
+        /* fused, the rows gathered from the output gradient: no N x D rows */
+        sg_tensor *x = gout;
+        if (divide) {
+            int64_t xshape[2] = {B, D};
+            x = sg__tmp(ctx, W->dtype, 2, xshape, false);
+            if (!x) return sg__status_or_nomem(ctx);
+            bag_mean_job jm = {gout, idx, offsets, x, pad, D, N};
+            sg__parallel_for(ctx, B, sg__row_grain(D), bag_mean_rows, &jm);
+        }
+        /* W changes only after the whole backward (other nodes may need its rows) */
+        int rc = sg__defer(n, bag_apply_fused, x);
+        if (rc) return rc;
+    } else if (sg__wants_grad(W)) { /* one COO row per looked-up entry that is not padding: O(N D) */
         int64_t vshape[2] = {N, D};
         sg_tensor *val = sg__tmp(ctx, W->dtype, 2, vshape, mode == SG_BAG_MAX || B == 0);
         const int64_t npad = pad >= 0 ? N - bag_count(idx, pad, 0, N) : 0;
@@ -258,8 +334,7 @@ static int bag_backward(sg_node *n, sg_tensor *gout)
         if (!ind) return sg__status_or_nomem(ctx);
         /* Each bag writes its own entries' rows: parallel over bags, the same bits for any
          * thread count. */
-        bag_grad_job jg = {gout, psw, idx, offsets, argmax, val, mode, pad, D, N,
-                           mode == SG_BAG_MEAN && n->iarg[3] == SG_BAG_GRAD_TRUE};
+        bag_grad_job jg = {gout, psw, idx, offsets, argmax, val, mode, pad, D, N, divide};
         sg__parallel_for(ctx, B, sg__row_grain(B ? N * D / B + D : D), bag_grad_rows, &jg);
         SG__DISPATCH_FLOAT(W->dtype, T, {
             T *v = val->data;
@@ -336,7 +411,7 @@ typedef struct {
     } while (0)
 
 /* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
-static void bag_forward(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void bag_forward__body(void *ud, int64_t lo, int64_t hi)
 {
     const bag_job *jb = ud;
     const sg_tensor *idx = jb->idx;
@@ -381,6 +456,7 @@ static void bag_forward(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(bag_forward, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 sg_tensor *sg_embedding_bag(sg_tensor *W, sg_tensor *idx, sg_tensor *offsets,
                             const sg_embedding_bag_opts *opts)

@@ -55,8 +55,10 @@ typedef struct {
     const void *A, *B;
     void *C;
 } mm_job;
-/* Rows [lo, hi) of the stacked (batch*M) rows of C. */
-static void mm_rows(void *ud, int64_t lo, int64_t hi)
+/* Rows [lo, hi) of the stacked (batch*M) rows of C. One variant per CPU level
+ * (SG__HOT_CLONES, core/core.h): the inner loop is elementwise over j, so every vector
+ * width computes each c[j] by the same operations in the same order. */
+SG__HOT_BODY void mm_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const mm_job *J = ud;
     const int64_t M = J->M, K = J->K, N = J->N;
@@ -100,6 +102,7 @@ static void mm_rows(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(mm_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* C (batch,M,N) zeroed += A @ B, in parallel over row blocks when the product is big. */
 static void mm_run(sg_ctx *ctx, sg_dtype dtype, int64_t batch, int64_t M, int64_t K, int64_t N,
@@ -261,7 +264,8 @@ static void bl_run(sg_ctx *ctx, sg_dtype dtype, int64_t batch, int64_t M, int64_
 #endif
 }
 
-/* dst (batch,C,R) = transpose of src (batch,R,C), in 32x32 tiles. */
+/* dst (batch,C,R) = transpose of src (batch,R,C), in 32x32 tiles; tr_rows has a variant
+ * per CPU level (SG__HOT_CLONES), moves only. */
 typedef struct {
     size_t elem;
     int64_t R, C;
@@ -271,7 +275,7 @@ typedef struct {
 
 #define TR_TILE 32
 
-static void tr_rows(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void tr_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const tr_job *J = ud;
     const int64_t R = J->R, C = J->C;
@@ -296,6 +300,7 @@ static void tr_rows(void *ud, int64_t lo, int64_t hi)
         r += r1 - r0;
     }
 }
+SG__HOT_CLONES(tr_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* A tape tensor (batch,C,R) holding the transpose of the last two dims of t (batch,R,C). */
 static sg_tensor *transpose_last2(const sg_tensor *t, int64_t batch, int64_t R, int64_t C)
@@ -394,7 +399,8 @@ sg_tensor *sg_matmul(sg_tensor *a, sg_tensor *b)
 
 /* Partial sums of a row's dot product: term d goes to lane d % ROWDOT_LANES, and the lanes
  * are added pairwise in a fixed tree, so the vector unit does the work and the result
- * does not depend on the thread count. */
+ * depends neither on the thread count nor on the vector width of the CPU variant running
+ * it (SG__HOT_CLONES). */
 #define ROWDOT_LANES 16 /* the tree below is written for 16 */
 
 /* Forward (g NULL): out[i] = sum_d x[i,d] * y[i,d]. Backward: out[i,d] = g[i] * y[i,d],
@@ -408,7 +414,7 @@ typedef struct {
     bool twice;
 } rowdot_job;
 
-static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void rowdot_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const rowdot_job *J = ud;
     const int64_t D = J->D;
@@ -451,6 +457,7 @@ static void rowdot_rows(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(rowdot_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 static int rowdot_backward(sg_node *n, sg_tensor *gout)
 {

@@ -16,7 +16,9 @@
  * - Deterministic: examples are split into fixed chunks (the grain policy), the loss is
  *   summed per chunk then over chunks in order, so it is bitwise the same for any thread
  *   count; the fused update's determinism is the optimizer's (plain SGD: any thread count
- *   gives the same bits; Hogwild-style with a nondeterministic context).
+ *   gives the same bits; Hogwild-style with a nondeterministic context). Its kernels have a
+ *   variant per CPU level (SG__HOT_CLONES, core/core.h) and the dot product keeps 16 lanes
+ *   (SGNS_DOT), so every variant, and a -march=native build, gives the same bits too.
  */
 #include "ops/ops.h"
 
@@ -24,13 +26,25 @@
 
 #define SGNS_EXP(x) _Generic((x), float: expf, default: exp)(x)
 
-/* A dot product's reduction may be vectorised: its order is fixed at compile time. */
-#ifdef _OPENMP
-#define SGNS_PRAGMA(x) _Pragma(#x)
-#define SGNS_SIMD_SUM(v) SGNS_PRAGMA(omp simd reduction(+ : v))
-#else
-#define SGNS_SIMD_SUM(v)
-#endif
+/* The dot product w . x of D terms: term d goes to lane d % SGNS_LANES, and the lanes are
+ * added in a fixed tree, so the compiler vectorises it (16 floats are four SSE, two AVX2
+ * or one AVX-512 register) and the result is the same bits at every vector width, hence
+ * in every CPU variant of the kernel (SG__HOT_CLONES) and in a -march=native build. (An
+ * `omp simd` reduction, used before, summed in as many lanes as the width it was
+ * compiled for: the portable and the native build differed in the last bits.) */
+#define SGNS_LANES 16 /* the tree below is written for 16 */
+#define SGNS_DOT(F, w, x, D, out)                                                 \
+    do {                                                                         \
+        F acc_[SGNS_LANES] = {0};                                                \
+        int64_t d_ = 0;                                                          \
+        for (; d_ + SGNS_LANES <= (D); d_ += SGNS_LANES)                          \
+            for (int k_ = 0; k_ < SGNS_LANES; k_++) acc_[k_] += (w)[d_ + k_] * (x)[d_ + k_]; \
+        for (int k_ = 0; d_ + k_ < (D); k_++) acc_[k_] += (w)[d_ + k_] * (x)[d_ + k_];   \
+        for (int k_ = 0; k_ < 8; k_++) acc_[k_] += acc_[k_ + 8];                 \
+        for (int k_ = 0; k_ < 4; k_++) acc_[k_] += acc_[k_ + 4];                 \
+        for (int k_ = 0; k_ < 2; k_++) acc_[k_] += acc_[k_ + 2];                 \
+        (out) = acc_[0] + acc_[1];                                               \
+    } while (0)
 
 /* Target entries ahead at which the forward prefetches the output row it will read (a
  * large vocabulary's rows come from memory; the prefetches overlap those misses), and the
@@ -50,7 +64,7 @@ typedef struct {
 
 /* loss_i = sum_j softplus(-+s_ij) = sum_j max(-+s_ij, 0) + log prod_j (1 + exp(-|s_ij|)):
  * one log per example; the product is kept below 2^1000 by flushing it into the sum. */
-static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgns_forward_range__body(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
     const int64_t T = j->T, D = j->D, end = hi * T;
@@ -74,9 +88,8 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
                 const int64_t ahead = i * T + c + SG__SGNS_AHEAD;
                 if (ahead < end) sg__prefetch_row(W, sg__idx_at(j->tg, ahead), rowbytes, pfbytes);
                 const F *w = W + sg__idx_at(j->tg, i * T + c) * D;
-                F s = 0;
-                SGNS_SIMD_SUM(s)
-                for (int64_t d = 0; d < D; d++) s += w[d] * x[d];
+                F s;
+                SGNS_DOT(F, w, x, D, s);
                 const F e = SGNS_EXP(s < 0 ? s : -s); /* exp(-|s|) */
                 const F sig = s >= 0 ? (F)1 / ((F)1 + e) : e / ((F)1 + e); /* sigmoid(s) */
                 prod *= 1 + (double)e;
@@ -101,9 +114,10 @@ static void sgns_forward_range(void *ud, int64_t lo, int64_t hi)
     });
     j->partial[lo / j->grain] = acc;
 }
+SG__HOT_CLONES(sgns_forward_range, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* W's COO values (B*T, D): row e = scale * coef_e * h_{e / T} */
-static void sgns_coo_values_range(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgns_coo_values_range__body(void *ud, int64_t lo, int64_t hi)
 {
     sgns_job *j = ud;
     const int64_t T = j->T, D = j->D;
@@ -120,6 +134,7 @@ static void sgns_coo_values_range(void *ud, int64_t lo, int64_t hi)
             }
     });
 }
+SG__HOT_CLONES(sgns_coo_values_range, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* W's COO gradient: indices (1, B*T) are the targets (a view for int64 targets). */
 static sg_tensor *sgns_coo_grad(sgns_job *j)

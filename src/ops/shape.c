@@ -68,7 +68,8 @@ sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape)
 /* ---------------------------------------------------------------- transpose */
 
 /* dst = src with dims d0 and d1 swapped; shapes padded on the left to 4 dims. The work
- * items are rows (all but the last dim) of dst. */
+ * items are rows (all but the last dim) of dst. A strided gather: one variant per CPU level
+ * (SG__HOT_CLONES, core/core.h), where AVX2 and AVX-512 have gather instructions. */
 typedef struct {
     size_t elem;
     int64_t od[4];     /* dst's padded shape */
@@ -77,7 +78,7 @@ typedef struct {
     void *dst;
 } perm_job;
 
-static void perm_rows(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void perm_rows__body(void *ud, int64_t lo, int64_t hi)
 {
     const perm_job *J = ud;
     const int64_t n3 = J->od[3], s3 = J->sst[3];
@@ -96,6 +97,7 @@ static void perm_rows(void *ud, int64_t lo, int64_t hi)
         }
     }
 }
+SG__HOT_CLONES(perm_rows, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* A dense tape copy of x with dims d0, d1 (normalised) swapped. */
 static sg_tensor *swap_copy(const sg_tensor *x, int d0, int d1)

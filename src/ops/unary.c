@@ -6,7 +6,9 @@
  * input: sigmoid and log_sigmoid only ever exponentiate a non-positive number. Backwards
  * read the saved input (node->in[0]) or output (node->out) and the node's scalars (pow's
  * exponent, clamp's bounds), never recompute the forward. Gradients at kinks follow
- * PyTorch: relu and abs give 0 at 0, clamp passes the gradient where min <= x <= max. */
+ * PyTorch: relu and abs give 0 at 0, clamp passes the gradient where min <= x <= max.
+ * un_run has a variant per CPU level picked at run time (SG__HOT_CLONES, core/core.h): each
+ * element takes the same operations, and the same libm calls, in every one. */
 #include "ops/ops.h"
 
 #include <tgmath.h>
@@ -49,7 +51,7 @@ typedef struct {
     break;
 #define UN_GRAD_LOOP(EXPR) UN_G_LOOP(gv * (EXPR))
 
-static void un_run(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void un_run__body(void *ud, int64_t lo, int64_t hi)
 {
     const un_job *J = ud;
     SG__DISPATCH_FLOAT(J->dtype, T, {
@@ -98,6 +100,7 @@ static void un_run(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(un_run, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 static int un_backward(sg_node *n, sg_tensor *gout)
 {

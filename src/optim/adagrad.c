@@ -4,6 +4,8 @@
  * the sparse path equals the dense one when weight decay is 0; with weight decay, the decay
  * term is added to touched rows only (it has no closed form through the accumulator).
  * Invariant: accumulators only grow, starting from initial_accumulator.
+ * The kernels defined through SG__HOT_CLONES have a variant per CPU level picked at run
+ * time; all of them give the same bits (src/core/core.h): the row-wise sum keeps 8 lanes.
  */
 #include "optim/optim.h"
 
@@ -43,7 +45,7 @@ static int adagrad_init(sg_optim *opt, sg__pstate *ps)
     } while (0)
 
 /* Elements [lo, hi) of the job's parameter. */
-static void adagrad_dense_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void adagrad_dense_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg_adagrad_opts *o = &job->opt->o.adagrad;
@@ -55,6 +57,7 @@ static void adagrad_dense_range(void *vj, int64_t lo, int64_t hi)
         ADAGRAD_ELEMS(T, w, acc, gg, hi - lo, clr, wd, eps);
     });
 }
+SG__HOT_CLONES(adagrad_dense_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void adagrad_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
@@ -63,7 +66,7 @@ static void adagrad_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t 
 }
 
 /* Groups [lo, hi) of the job's rows. */
-static void adagrad_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void adagrad_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg_adagrad_opts *o = &job->opt->o.adagrad;
@@ -92,6 +95,7 @@ static void adagrad_range(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(adagrad_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void adagrad_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
                          const void *g, int64_t s, double lr)
@@ -115,7 +119,7 @@ static int rowwise_init(sg_optim *opt, sg__pstate *ps)
 }
 
 /* Groups [lo, hi) of the job's rows. */
-static void rowwise_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void rowwise_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg_adagrad_opts *o = &job->opt->o.adagrad;
@@ -166,6 +170,7 @@ static void rowwise_range(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(rowwise_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void rowwise_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
                          const void *g, int64_t s, double lr)

@@ -8,6 +8,8 @@
  * their moments (dense Adam would move them along the decaying first moment): that is the
  * documented difference. With a dense gradient every row is touched and LazyAdam equals
  * Adam. Invariant: row_step[r] <= *ps->step.
+ * The kernels defined through SG__HOT_CLONES have a variant per CPU level picked at run
+ * time; all of them give the same bits (src/core/core.h).
  */
 #include "optim/optim.h"
 
@@ -83,7 +85,7 @@ typedef struct {
 } adam_dense_job;
 
 /* Elements [lo, hi) of the job's parameter. */
-static void adam_dense_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void adam_dense_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const adam_dense_job *aj = vj;
     const sg__optim_job *job = &aj->job;
@@ -96,6 +98,7 @@ static void adam_dense_range(void *vj, int64_t lo, int64_t hi)
         ADAM_ELEMS(T, w, m, v, gg, hi - lo, o, aj->step_size, aj->bc2s, job->lr);
     });
 }
+SG__HOT_CLONES(adam_dense_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
@@ -110,7 +113,7 @@ static void adam_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, 
 }
 
 /* Groups [lo, hi) of the job's rows. */
-static void lazy_adam_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void lazy_adam_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg_optim *opt = job->opt;
@@ -148,6 +151,7 @@ static void lazy_adam_range(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(lazy_adam_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void lazy_adam_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg,
                            const void *g, int64_t s, double lr)

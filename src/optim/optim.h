@@ -9,7 +9,9 @@
  * - Every live optimizer is on its context's list (ctx->optims, linked by prev/next); one
  *   that sg_optim_free found still called by a fused op on the tape is on
  *   ctx->optims_released instead (linked by next), fully alive until sg_tape_reset.
- * - opt->slot has opt->slot_len entries, all -1 between calls (row grouping restores it).
+ * - opt->slot has opt->slot_len entries, each -1 or the stamp of an earlier row grouping
+ *   (its epoch, below opt->slot_epoch + 1, and a group): row grouping reads both as "row not
+ *   met yet", so it leaves its stamps behind (optim.c, group_rows).
  * - A kernel (dense or rows) is only called once everything that can fail is done: it
  *   writes and cannot fail. It receives s, the parameter's step being applied (already
  *   counted in *ps->step), and lr, that step's learning rate.
@@ -107,8 +109,9 @@ struct sg_optim {
      * of gradients, not the number of parameters. */
     int64_t visited;
 
-    int64_t *slot; /* row -> group during grouping, -1 at rest */
+    int64_t *slot; /* row -> stamp of the grouping that met it (epoch, group), or -1 */
     int64_t slot_len;
+    int64_t slot_epoch; /* the last grouping's epoch through slot (0: none yet) */
 
     /* LazyAdam: beta^k for k < 2^30 as a product of three tables of 1024 (adam.c) */
     double *beta_pow;
@@ -122,6 +125,11 @@ struct sg_optim {
     int pw_n;
     double pw[63][4];
 };
+
+/* A row grouping's stamp in opt->slot: epoch << SG__SLOT_GROUP_BITS | group; epochs run
+ * from 1 to SG__SLOT_EPOCH_MAX, then the slot is reset (optim.c, group_rows). */
+#define SG__SLOT_GROUP_BITS 40
+#define SG__SLOT_EPOCH_MAX (((int64_t)1 << (63 - SG__SLOT_GROUP_BITS)) - 1)
 
 /* ps when p is a parameter of opt, else NULL (either may be NULL). */
 static inline sg__pstate *sg__optim_state_of(const sg_optim *opt, const sg_tensor *p)

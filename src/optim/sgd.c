@@ -18,6 +18,8 @@
  * equality for every row unless ps->lagging; the runs cover every step after the oldest
  * last[r] (steps before the first run, possible only for state restored without a flush,
  * take the first run's learning rate).
+ * The kernels defined through SG__HOT_CLONES have a variant per CPU level (SSE2, AVX2,
+ * AVX-512) picked at run time; all of them give the same bits (src/core/core.h).
  */
 #include "optim/optim.h"
 
@@ -192,7 +194,7 @@ typedef struct {
     uint32_t parts;
 } sgd_linear_job;
 
-static void sgd_linear_parts(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgd_linear_parts__body(void *vj, int64_t lo, int64_t hi)
 {
     const sgd_linear_job *lj = vj;
     const sg__optim_job *job = lj->job;
@@ -221,6 +223,7 @@ static void sgd_linear_parts(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(sgd_linear_parts, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 /* ---- linear update on factored rows (fused sgns): w[idx[k]] += (T)(a * coef[k]) * x[k / per]
  * with a = -lr * scale, examples (groups of `per` entries sharing an x row) in order;
@@ -274,7 +277,7 @@ int sg__sgd_factored_buckets(sg_optim *opt, const sg__fused_rows *r, int64_t wid
 
 /* Examples [lo, hi), every entry: one thread alone, or Hogwild-style. The row of the
  * entry SG__OPTIM_AHEAD entries on is prefetched for writing. */
-static void factored_examples(const factored_job *j, int64_t lo, int64_t hi)
+SG__HOT_BODY void factored_examples__body(const factored_job *j, int64_t lo, int64_t hi)
 {
     const int64_t per = j->r->per, width = j->width, *idx = j->r->idx, end = hi * per;
     const size_t rowbytes = (size_t)width * sg_dtype_size(j->dtype);
@@ -295,9 +298,10 @@ static void factored_examples(const factored_job *j, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(factored_examples, (const factored_job *j, int64_t lo, int64_t hi), (j, lo, hi))
 
 /* Deterministic: parts [lo, hi), each walking only its bucket (its entries in order). */
-static void factored_parts_range(void *ud, int64_t lo, int64_t hi)
+SG__HOT_BODY void factored_parts_range__body(void *ud, int64_t lo, int64_t hi)
 {
     const factored_job *j = ud;
     const int64_t per = j->r->per, width = j->width, *idx = j->r->idx, *order = j->b->order;
@@ -323,6 +327,7 @@ static void factored_parts_range(void *ud, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(factored_parts_range, (void *ud, int64_t lo, int64_t hi), (ud, lo, hi))
 
 /* Hogwild: examples [lo, hi) update their rows without owning them. */
 static void factored_hogwild_range(void *ud, int64_t lo, int64_t hi)
@@ -345,7 +350,7 @@ void sg__sgd_rows_factored(sg_optim *opt, sg__pstate *ps, const sg__fused_rows *
 }
 
 /* Groups [lo, hi) of an exact lazy step: each row catches up to step s - 1, then steps. */
-static void sgd_lazy_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgd_lazy_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg_optim *opt = job->opt;
@@ -382,6 +387,7 @@ static void sgd_lazy_range(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(sgd_lazy_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void sgd_rows(sg_optim *opt, sg__pstate *ps, const sg__rowgroups *rg, const void *g,
                      int64_t s, double lr)
@@ -417,7 +423,7 @@ void sg__sgd_row_current(const sg_optim *opt, const sg__pstate *ps, int64_t r, v
 }
 
 /* Elements [lo, hi) of a plain SGD step. */
-static void sgd_dense_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgd_dense_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     SG__DISPATCH_FLOAT(job->ps->param->dtype, T, {
@@ -427,6 +433,7 @@ static void sgd_dense_range(void *vj, int64_t lo, int64_t hi)
         for (int64_t i = lo; i < hi; i++) w[i] += a * gg[i];
     });
 }
+SG__HOT_CLONES(sgd_dense_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, double lr)
 {
@@ -440,7 +447,7 @@ static void sgd_dense(sg_optim *opt, sg__pstate *ps, const void *g, int64_t s, d
 }
 
 /* Rows [lo, hi) brought to the parameter's step. */
-static void sgd_flush_range(void *vj, int64_t lo, int64_t hi)
+SG__HOT_BODY void sgd_flush_range__body(void *vj, int64_t lo, int64_t hi)
 {
     const sg__optim_job *job = vj;
     const sg__pstate *ps = job->ps;
@@ -454,6 +461,7 @@ static void sgd_flush_range(void *vj, int64_t lo, int64_t hi)
         }
     });
 }
+SG__HOT_CLONES(sgd_flush_range, (void *vj, int64_t lo, int64_t hi), (vj, lo, hi))
 
 static void sgd_flush(sg_optim *opt, sg__pstate *ps)
 {

@@ -6,7 +6,8 @@
  * the result is bitwise identical for any number of threads. The ranges balance entries,
  * not rows (embedding traffic is skewed towards frequent rows): a strided sample of the
  * entries' rows, counted in coarse buckets, places the cut points. For sparse_dim > 1 the
- * row is the flattened sparse index. */
+ * row is the flattened sparse index. add_range has a variant per CPU level picked at run
+ * time (SG__HOT_CLONES, src/core/core.h); an element's additions are the same in each. */
 #include "sparse/sparse.h"
 
 #include <math.h>
@@ -29,7 +30,7 @@
     } while (0)
 
 /* Adds the entries of src whose row lies in [lo, hi) into dst. */
-static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_t lo, int64_t hi)
+SG__HOT_BODY void add_range__body(sg_tensor *dst, const sg_tensor *src, double alpha, int64_t lo, int64_t hi)
 {
     int64_t nnz = src->nnz, D = sg__coo_rowsize(src);
     uint64_t span = (uint64_t)(hi - lo);
@@ -86,6 +87,7 @@ static void add_range(sg_tensor *dst, const sg_tensor *src, double alpha, int64_
         });
     }
 }
+SG__HOT_CLONES(add_range, (sg_tensor *dst, const sg_tensor *src, double alpha, int64_t lo, int64_t hi), (dst, src, alpha, lo, hi))
 
 /* Coarse buckets of rows, and entries sampled, to balance the ranges' shares of entries. */
 #define SG__IADD_BUCKETS 4096
