@@ -16,6 +16,7 @@
 #ifndef SGRAD_H
 #define SGRAD_H
 
+#include <stdbool.h> /* sg_complex_mul's flag */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -378,6 +379,41 @@ SG_API sg_tensor *sg_cross_entropy(sg_tensor *logits, sg_tensor *targets);
 SG_API sg_tensor *sg_bce_with_logits(sg_tensor *logits, sg_tensor *targets);
 /* (N,D) . (N,D) -> (N): row-wise dot products. */
 SG_API sg_tensor *sg_rowdot(sg_tensor *a, sg_tensor *b);
+/* Distances, complex products and ranking losses for knowledge-graph embeddings. 2-D
+ * dense contiguous f32/f64 operands of one dtype; results bitwise identical for any thread
+ * count. Errors (NULL, nothing recorded): SG_ERR_SHAPE, SG_ERR_DTYPE, SG_ERR_LAYOUT,
+ * SG_ERR_ARG (a kind out of range, two contexts).
+ * Distance kinds: L1 sum |a-b|; L2 sqrt(sum (a-b)^2), gradient 0 where the distance is 0
+ * (as torch.cdist); COMPLEX: rows of D = 2K reals, columns [0,K) the real parts and [K,2K)
+ * the imaginary parts, sum_k |a_k - b_k| with |.| the complex modulus, gradient 0 through
+ * a term whose modulus is 0. */
+typedef enum { SG_DIST_L1, SG_DIST_L2, SG_DIST_COMPLEX } sg_dist_kind;
+/* a (M,D), b (N,D) -> (M,N): out[m][n] = dist(a[m], b[n]). D even for COMPLEX. */
+SG_API sg_tensor *sg_cdist(sg_tensor *a, sg_tensor *b, sg_dist_kind kind);
+/* a (M,D), b (M,D) -> (M): row m's dist(a[m], b[m]), same kinds and conventions. */
+SG_API sg_tensor *sg_rowdist(sg_tensor *a, sg_tensor *b, sg_dist_kind kind);
+/* a (M,2K), b (M,2K) (halves: real | imaginary) -> (M,2K): a * b, or a * conj(b) when
+ * conj_b. Same shapes only. */
+SG_API sg_tensor *sg_complex_mul(sg_tensor *a, sg_tensor *b, bool conj_b);
+/* The ranking loss of one chunk (scores: higher is better).
+ * pos (M), neg (M,N) -> scalar, the SUM over rows m of loss_m:
+ *  SG_RANK_SOFTMAX:  logsumexp(pos_m, neg_m.) - pos_m
+ *  SG_RANK_LOGISTIC: softplus(-pos_m) + mean_j softplus(neg_mj)
+ *  SG_RANK_MARGIN:   sum_j relu(margin - pos_m + neg_mj)
+ *  SG_RANK_SELFADV:  -logsigmoid(margin + pos_m) - sum_j w_mj logsigmoid(-neg_mj - margin),
+ *                    w_m. = softmax_j(adv_temp * neg_mj), treated as a constant (no gradient)
+ * skip_offset >= 0 masks entry (m, skip_offset + m) of neg (a chunk's own positive among its
+ * in-chunk negatives): it takes no part (nor in N for means/softmax); -1: nothing masked.
+ * A row left without negatives adds its positive term alone (LOGISTIC, SELFADV; 0 for
+ * SOFTMAX and MARGIN). Computed in double, stably (logsumexp around the row maximum,
+ * softplus and logsigmoid per sign); relu' and the kinks' gradients are 0 at 0. Gradients
+ * flow to pos and neg. o NULL: SG_RANK_LOSS_OPTS_DEFAULT. Errors: SG_ERR_SHAPE,
+ * SG_ERR_DTYPE, SG_ERR_LAYOUT, SG_ERR_ARG (a kind out of range, skip_offset < -1 or
+ * skip_offset + M > N, a margin or adv_temp that is not finite). */
+typedef enum { SG_RANK_SOFTMAX, SG_RANK_LOGISTIC, SG_RANK_MARGIN, SG_RANK_SELFADV } sg_rank_loss_kind;
+typedef struct { sg_rank_loss_kind kind; double margin; double adv_temp; int64_t skip_offset; } sg_rank_loss_opts;
+#define SG_RANK_LOSS_OPTS_DEFAULT {SG_RANK_SOFTMAX, 0.0, 1.0, -1}
+SG_API sg_tensor *sg_ranking_loss(sg_tensor *pos, sg_tensor *neg, const sg_rank_loss_opts *o);
 /* Views and copies. reshape: same numel, one dim may be -1; a view (no copy);
  * SG_ERR_SHAPE when the counts differ or the target's product overflows int64_t. */
 SG_API sg_tensor *sg_reshape(sg_tensor *a, int ndim, const int64_t *shape);

@@ -210,6 +210,7 @@ typedef struct {
     int64_t padding_idx; /* embedding_bag; 0 means none here (cases use row 2) */
     bool include_last_offset;
     const double *lo, *hi; /* clamp's bounds (NULL: none) */
+    sg_rank_loss_opts rank;
 } args;
 
 /* The two ops whose signatures are changing elsewhere: each is called here only. */
@@ -287,6 +288,11 @@ CHECKED_FN(f_sum_of_where, sg_sum(sg_where(ARGS->mask, in[0], in[1])))
  * gradient x already holds. */
 CHECKED_FN(f_matmul_plus_x, sg_add(sg_matmul(in[0], in[1]), in[0]))
 CHECKED_FN(f_rowdot_self_plus, sg_add(sg_rowdot(in[0], in[1]), sg_rowdot(in[0], in[0])))
+/* .n: the distance kind; .keepdim: conj_b */
+CHECKED_FN(f_cdist, sg_cdist(in[0], in[1], (sg_dist_kind)ARGS->n))
+CHECKED_FN(f_rowdist, sg_rowdist(in[0], in[1], (sg_dist_kind)ARGS->n))
+CHECKED_FN(f_complex_mul, sg_complex_mul(in[0], in[1], ARGS->keepdim != 0))
+CHECKED_FN(f_ranking_loss, sg_ranking_loss(in[0], in[1], &ARGS->rank))
 /* Restriction: a's gradient is needed only at the mask's pattern (the O(nnz) backwards),
  * also through scale, transpose and an add of two overlapping masks. */
 CHECKED_FN(f_matmul_masked, sg_matmul(sg_sparse_mask(in[0], ARGS->mask), in[1]))
@@ -450,6 +456,61 @@ static void case_rowdot(case_run *r)
     sg_tensor *w = D64(r, -1, 1, 3, 37);
     CHECK_GRAD(r, f_binary, &a, 0, w, w);
     CHECK_GRAD(r, f_rowdot_self_plus, NULL, 0, w, D64(r, -1, 1, 3, 37));
+}
+
+/* Every kind; rows wider than the kernel's lanes (37, 38) and partner counts that leave a
+ * remainder after its pairs; op(x, x), where cdist's diagonal distances are 0 (no
+ * gradient, and none under finite differences either: both operands move together). */
+static void case_cdist(case_run *r)
+{
+    for (int kind = SG_DIST_L1; kind <= SG_DIST_COMPLEX; kind++) {
+        const int64_t wide = kind == SG_DIST_COMPLEX ? 38 : 37;
+        CHECK_GRAD(r, f_cdist, ARG(.n = kind), 0, D64(r, -1, 1, 4, 6), D64(r, -1, 1, 5, 6));
+        CHECK_GRAD(r, f_cdist, ARG(.n = kind), 0, D64(r, -1, 1, 3, wide), D64(r, -1, 1, 6, wide));
+        sg_tensor *x = D64(r, -1, 1, 5, 4);
+        CHECK_GRAD(r, f_cdist, ARG(.n = kind), 0, x, x);
+        CHECK_GRAD(r, f_cdist, ARG(.n = kind), 0, D64(r, -1, 1, 2, 4), constant(D64(r, -1, 1, 3, 4)));
+        CHECK_GRAD(r, f_cdist, ARG(.n = kind), 0, constant(D64(r, -1, 1, 2, 4)), D64(r, -1, 1, 3, 4));
+    }
+}
+
+static void case_rowdist(case_run *r)
+{
+    for (int kind = SG_DIST_L1; kind <= SG_DIST_COMPLEX; kind++) {
+        const int64_t wide = kind == SG_DIST_COMPLEX ? 38 : 37;
+        CHECK_GRAD(r, f_rowdist, ARG(.n = kind), 0, D64(r, -1, 1, 4, 6), D64(r, -1, 1, 4, 6));
+        CHECK_GRAD(r, f_rowdist, ARG(.n = kind), 0, D64(r, -1, 1, 3, wide), D64(r, -1, 1, 3, wide));
+        CHECK_GRAD(r, f_rowdist, ARG(.n = kind), 0, D64(r, -1, 1, 3, 4), constant(D64(r, -1, 1, 3, 4)));
+    }
+}
+
+static void case_complex_mul(case_run *r)
+{
+    for (int conj = 0; conj < 2; conj++) {
+        CHECK_GRAD(r, f_complex_mul, ARG(.keepdim = conj), 0, D64(r, -1, 1, 3, 8), D64(r, -1, 1, 3, 8));
+        sg_tensor *x = D64(r, -1, 1, 2, 6);
+        CHECK_GRAD(r, f_complex_mul, ARG(.keepdim = conj), 0, x, x);
+        CHECK_GRAD(r, f_complex_mul, ARG(.keepdim = conj), 0, D64(r, -1, 1, 2, 4), constant(D64(r, -1, 1, 2, 4)));
+        CHECK_GRAD(r, f_complex_mul, ARG(.keepdim = conj), 0, constant(D64(r, -1, 1, 2, 4)), D64(r, -1, 1, 2, 4));
+    }
+}
+
+/* Every kind with and without the masked entry. SELFADV's weights are constants of the
+ * gradient but not of finite differences, so its neg gradient is checked at adv_temp 0
+ * (uniform weights) and, at adv_temp 0.7, only pos's (neg constant); test_ops_kge.c checks
+ * the neg gradient at other temperatures against the formula. */
+static void case_ranking_loss(case_run *r)
+{
+    for (int kind = SG_RANK_SOFTMAX; kind <= SG_RANK_SELFADV; kind++)
+        for (int64_t skip = -1; skip <= 2; skip += 3) {
+            args a = {.rank = {(sg_rank_loss_kind)kind, kind == SG_RANK_MARGIN ? 0.5 : 1.0,
+                               kind == SG_RANK_SELFADV ? 0.0 : 0.7, skip}};
+            CHECK_GRAD(r, f_ranking_loss, &a, 0, D64(r, -2, 2, 3), D64(r, -2, 2, 3, 5));
+            a.rank.adv_temp = 0.7;
+            CHECK_GRAD(r, f_ranking_loss, &a, 0, D64(r, -2, 2, 3), constant(D64(r, -2, 2, 3, 5)));
+        }
+    args big = {.rank = {SG_RANK_SOFTMAX, 0, 1, -1}}; /* large scores: the stable forms */
+    CHECK_GRAD(r, f_ranking_loss, &big, 0, D64(r, 40, 60, 3), D64(r, 40, 60, 3, 4));
 }
 
 static void case_sum(case_run *r)
@@ -818,6 +879,9 @@ static const op_case cases[] = {
     {"scale", case_scale},
     {"matmul", case_matmul},
     {"rowdot", case_rowdot},
+    {"cdist", case_cdist},
+    {"rowdist", case_rowdist},
+    {"complex_mul", case_complex_mul},
     {"sum", case_sum},
     {"mean", case_mean},
     {"sum_dim", case_sum_dim},
@@ -841,6 +905,7 @@ static const op_case cases[] = {
     {"log_softmax", case_log_softmax},
     {"cross_entropy", case_cross_entropy},
     {"bce_with_logits", case_bce_with_logits},
+    {"ranking_loss", case_ranking_loss},
     {"dropout", case_dropout},
     {"layer_norm", case_layer_norm},
     {"reshape", case_reshape},

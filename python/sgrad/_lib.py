@@ -76,6 +76,11 @@ class SgnsOpts(ctypes.Structure):
     _fields_ = [("fused", c_void_p)]
 
 
+class RankLossOpts(ctypes.Structure):
+    _fields_ = [("kind", c_int), ("margin", c_double), ("adv_temp", c_double),
+                ("skip_offset", c_int64)]
+
+
 class SgdOpts(ctypes.Structure):
     _fields_ = [("lr", c_double), ("momentum", c_double), ("dampening", c_double),
                 ("weight_decay", c_double), ("nesterov", c_int)]
@@ -173,6 +178,10 @@ _SIGNATURES = {
     "sg_to_sparse": (P, [P, c_int]),
     "sg_sgns_loss": (P, [P, P, P, ctypes.POINTER(SgnsOpts)]),
     "sg_hs_loss": (P, [P, P, P, P, P]),
+    "sg_cdist": (P, [P, P, c_int]),
+    "sg_rowdist": (P, [P, P, c_int]),
+    "sg_complex_mul": (P, [P, P, ctypes.c_bool]),
+    "sg_ranking_loss": (P, [P, P, ctypes.POINTER(RankLossOpts)]),
     "sg_gradcheck": (c_int, [P, GRADCHECK_FN, c_void_p, c_int, ctypes.POINTER(c_void_p),
                              ctypes.POINTER(GradcheckOpts), ctypes.POINTER(GradcheckResult)]),
     "sg_optim_sgd": (P, [P, ctypes.POINTER(SgdOpts)]),

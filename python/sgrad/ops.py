@@ -23,7 +23,8 @@ __all__ = ["add", "sub", "mul", "div", "scale", "matmul", "rowdot", "sum", "mean
            "embedding_bag", "index_select", "slice_rows", "to_dense", "to_sparse",
            "sparse_mask", "sgns_loss", "hs_loss", "coalesce", "index_add_", "abs", "sqrt",
            "cos", "sin", "pow", "clamp", "maximum", "minimum", "where", "gather", "narrow",
-           "norm", "logsumexp", "max", "dropout", "layer_norm"]
+           "norm", "logsumexp", "max", "dropout", "layer_norm", "cdist", "complex_cdist",
+           "rowdist", "complex_mul", "ranking_loss"]
 
 def _dtype_of(*xs):
     for x in xs:
@@ -519,3 +520,67 @@ def layer_norm(input, normalized_shape, weight: Optional[Tensor] = None,
     tb = None if bias is None else _tensor_arg(ctx, bias, tx.dtype)._h()
     return _result(ctx, lib.sg_layer_norm(tx._h(), int_arg(shape[0], "layer_norm: size"),
                                           tw, tb, float(eps)), "layer_norm")
+
+
+# ---------------------------------------------------------------- knowledge-graph embeddings
+
+_DIST_KINDS = {"l1": 0, "l2": 1, "complex": 2}
+_RANK_KINDS = {"softmax": 0, "logistic": 1, "margin": 2, "selfadv": 3}
+
+
+def _dist_kind(kind: str, what: str) -> int:
+    if kind not in _DIST_KINDS:
+        raise ArgumentError(f"{what}: kind must be l1, l2 or complex, not {kind!r}", 7)
+    return _DIST_KINDS[kind]
+
+
+def cdist(x1, x2, p: float = 2.0) -> Tensor:
+    """Distances between every row of x1 (M, D) and every row of x2 (N, D) -> (M, N), as
+    torch.cdist for p = 1 or 2 (ArgumentError otherwise); p = 2's gradient is 0 where a
+    distance is 0. Bitwise identical for any thread count."""
+    if p not in (1, 2):
+        raise ArgumentError(f"cdist: p must be 1 or 2, not {p!r}", 7)
+    kind = _DIST_KINDS["l1" if p == 1 else "l2"]
+    return _binary(lambda a, b: lib.sg_cdist(a, b, kind), x1, x2, "cdist")
+
+
+def complex_cdist(x1, x2) -> Tensor:
+    """cdist of complex rows: x1 (M, 2K), x2 (N, 2K), columns [0, K) the real parts and
+    [K, 2K) the imaginary parts -> (M, N), sum over k of |x1_k - x2_k| (the complex modulus;
+    RotatE's distance). A term of modulus 0 passes no gradient."""
+    kind = _DIST_KINDS["complex"]
+    return _binary(lambda a, b: lib.sg_cdist(a, b, kind), x1, x2, "complex_cdist")
+
+
+def rowdist(x1, x2, kind: str = "l2") -> Tensor:
+    """Row m's distance between x1 (M, D) and x2 (M, D) -> (M,): kind "l1", "l2" or
+    "complex" (rows of real | imaginary halves), with cdist's conventions."""
+    k = _dist_kind(kind, "rowdist")
+    return _binary(lambda a, b: lib.sg_rowdist(a, b, k), x1, x2, "rowdist")
+
+
+def complex_mul(a, b, conj_b: bool = False) -> Tensor:
+    """The complex product a * b (or a * conj(b)) of rows of complex numbers: a and b of one
+    shape (M, 2K), real parts in columns [0, K), imaginary parts in [K, 2K) -> (M, 2K)."""
+    c = bool(conj_b)
+    return _binary(lambda x, y: lib.sg_complex_mul(x, y, c), a, b, "complex_mul")
+
+
+def ranking_loss(pos, neg, kind: str = "softmax", margin: float = 0.0, adv_temp: float = 1.0,
+                 skip_offset: int = -1) -> Tensor:
+    """The ranking loss of positive scores pos (M,) against negative scores neg (M, N)
+    (higher is better) -> scalar, the sum over rows: "softmax" logsumexp(pos, neg) - pos;
+    "logistic" softplus(-pos) + mean softplus(neg); "margin" sum relu(margin - pos + neg);
+    "selfadv" -logsigmoid(margin + pos) - sum w logsigmoid(-neg - margin), w =
+    softmax(adv_temp * neg) taken as a constant. ``skip_offset`` >= 0 leaves out entry
+    (m, skip_offset + m) of neg (a chunk's own positive among its negatives)."""
+    if kind not in _RANK_KINDS:
+        raise ArgumentError("ranking_loss: kind must be softmax, logistic, margin or selfadv, "
+                            f"not {kind!r}", 7)
+    ctx = _ctx_of(pos, neg)
+    dt = _dtype_of(pos, neg)
+    tp, tn = _tensor_arg(ctx, pos, dt), _tensor_arg(ctx, neg, dt)
+    opts = _lib.RankLossOpts(_RANK_KINDS[kind], float(margin), float(adv_temp),
+                             int_arg(skip_offset, "ranking_loss: skip_offset"))
+    return _result(ctx, lib.sg_ranking_loss(tp._h(), tn._h(), ctypes.byref(opts)),
+                   "ranking_loss")

@@ -109,6 +109,7 @@ def cases():
     c["sgns_loss"] = ([f(4, 3), f(9, 3), lambda r: ("i", r.integers(0, 9, size=(4, 3)))],
                       sgns_reference)
     new_op_cases(c, f)
+    kge_op_cases(c, f)
     return c
 
 
@@ -190,6 +191,82 @@ def new_op_cases(c, f):
                                   lambda x, w: F.layer_norm(x, (4,), w, None, eps=1e-3))
     c["dropout_eval"] = ([f(4, 5)], lambda x: F.dropout(x, 0.5, training=False))
     c["dropout_p0"] = ([f(4, 5)], lambda x: F.dropout(x, 0.0, training=True))
+
+
+
+def sharing_rows(shape_a, shape_b, pairs):
+    """Two inputs drawn in turn, the second's row j a copy of the first's row i for each
+    (i, j) in pairs: zero distances between them."""
+    held = {}
+
+    def first(r):
+        held["a"] = U(r, *shape_a)
+        return ("f", held["a"])
+
+    def second(r):
+        b = U(r, *shape_b)
+        for i, j in pairs:
+            b[j] = held["a"][i]
+        return ("f", b)
+    return [first, second]
+
+
+def complex_of(x):
+    k = x.shape[-1] // 2
+    return torch.complex(x[..., :k], x[..., k:])
+
+
+def real_of(z):
+    return torch.cat([z.real, z.imag], -1)
+
+
+def rank_reference(kind, margin=0.0, adv_temp=1.0, skip=-1):
+    """sg_ranking_loss by its formulas in torch; the masked entry (m, skip + m) is left out
+    through a mask (no -inf enters a gradient)."""
+    def loss(pos, neg):
+        M, N = neg.shape
+        keep = torch.ones(M, N, dtype=torch.bool)
+        if skip >= 0:
+            keep[torch.arange(M), skip + torch.arange(M)] = False
+        if kind == "softmax":
+            x = torch.cat([pos[:, None], neg.masked_fill(~keep, -1e300)], 1)
+            return (torch.logsumexp(x, 1) - pos).sum()
+        if kind == "logistic":
+            sp = F.softplus(neg) * keep
+            return (F.softplus(-pos) + sp.sum(1) / keep.sum(1)).sum()
+        if kind == "margin":
+            return (F.relu(margin - pos[:, None] + neg) * keep).sum()
+        w = torch.softmax((adv_temp * neg).masked_fill(~keep, -1e300), 1).detach() * keep
+        return (-F.logsigmoid(margin + pos) - (w * F.logsigmoid(-neg - margin)).sum(1)).sum()
+    return loss
+
+
+def kge_op_cases(c, f):
+    c["cdist_p2"] = ([f(5, 7), f(6, 7)], lambda a, b: torch.cdist(a, b, p=2))
+    c["cdist_p1"] = ([f(5, 7), f(6, 7)], lambda a, b: torch.cdist(a, b, p=1))
+    # a's row 1 is b's row 3: distance 0, whose gradient is 0 (torch.cdist's convention)
+    c["cdist_p2_zero_distance"] = (sharing_rows((4, 6), (5, 6), [(1, 3)]),
+                                   lambda a, b: torch.cdist(a, b, p=2))
+    c["complex_cdist"] = ([f(4, 8), f(5, 8)], lambda a, b: (
+        complex_of(a)[:, None, :] - complex_of(b)[None, :, :]).abs().sum(-1))
+    c["rowdist_l1"] = ([f(5, 7), f(5, 7)], lambda a, b: (a - b).abs().sum(1))
+    c["rowdist_l2"] = (sharing_rows((5, 7), (5, 7), [(2, 2)]),
+                       lambda a, b: torch.linalg.vector_norm(a - b, dim=1))
+    c["rowdist_complex"] = ([f(5, 8), f(5, 8)],
+                            lambda a, b: (complex_of(a) - complex_of(b)).abs().sum(1))
+    c["complex_mul"] = ([f(4, 6), f(4, 6)], lambda a, b: real_of(complex_of(a) * complex_of(b)))
+    c["complex_mul_conj"] = ([f(4, 6), f(4, 6)],
+                             lambda a, b: real_of(complex_of(a) * complex_of(b).conj()))
+    c["ranking_loss_softmax"] = ([f(4, lo=-3, hi=3), f(4, 6, lo=-3, hi=3)],
+                                 rank_reference("softmax"))
+    c["ranking_loss_softmax_skip"] = ([f(4, lo=-3, hi=3), f(4, 6, lo=-3, hi=3)],
+                                      rank_reference("softmax", skip=2))
+    c["ranking_loss_logistic_skip"] = ([f(4, lo=-3, hi=3), f(4, 6, lo=-3, hi=3)],
+                                       rank_reference("logistic", skip=1))
+    c["ranking_loss_margin"] = ([f(4, lo=-1, hi=1), f(4, 6, lo=-1, hi=1)],
+                                rank_reference("margin", margin=0.5))
+    c["ranking_loss_selfadv_skip"] = ([f(4, lo=-3, hi=3), f(4, 6, lo=-3, hi=3)],
+                                      rank_reference("selfadv", margin=2.0, adv_temp=0.5, skip=0))
 
 
 def dup_small(n):

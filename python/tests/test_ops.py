@@ -113,6 +113,21 @@ SGRAD = {
     "layer_norm_weight_eps": lambda x, w: sgrad.layer_norm(x, [4], weight=w, eps=1e-3),
     "dropout_eval": lambda x: sgrad.dropout(x, 0.5, training=False),
     "dropout_p0": lambda x: sgrad.nn.functional.dropout(x, 0.0),
+    "cdist_p2": sgrad.cdist,
+    "cdist_p1": lambda a, b: sgrad.cdist(a, b, p=1),
+    "cdist_p2_zero_distance": lambda a, b: sgrad.cdist(a, b, 2.0),
+    "complex_cdist": sgrad.complex_cdist,
+    "rowdist_l1": lambda a, b: sgrad.rowdist(a, b, "l1"),
+    "rowdist_l2": sgrad.rowdist,
+    "rowdist_complex": lambda a, b: sgrad.rowdist(a, b, kind="complex"),
+    "complex_mul": sgrad.complex_mul,
+    "complex_mul_conj": lambda a, b: sgrad.complex_mul(a, b, conj_b=True),
+    "ranking_loss_softmax": sgrad.ranking_loss,
+    "ranking_loss_softmax_skip": lambda p, n: sgrad.ranking_loss(p, n, skip_offset=2),
+    "ranking_loss_logistic_skip": lambda p, n: sgrad.ranking_loss(p, n, "logistic", skip_offset=1),
+    "ranking_loss_margin": lambda p, n: sgrad.ranking_loss(p, n, kind="margin", margin=0.5),
+    "ranking_loss_selfadv_skip": lambda p, n: sgrad.ranking_loss(p, n, "selfadv", margin=2.0,
+                                                                 adv_temp=0.5, skip_offset=0),
 }
 
 

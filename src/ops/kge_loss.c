@@ -1,0 +1,217 @@
+/* sg_ranking_loss: the fused ranking losses of knowledge-graph embedding training (one
+ * chunk's positive scores against its negatives), forward and backward.
+ *
+ * Invariants: each row's loss and its gradient are computed together, in double, by one
+ * thread, into a per-row term and (when a gradient is needed) the saved directions
+ * d loss / d pos (M) and d loss / d neg (M,N) in the inputs' dtype; the loss is the sum of
+ * the terms in row order on one thread, so it is bitwise the same for any thread count.
+ * The backward scales the saved directions by the incoming gradient. Stable forms:
+ * log-sum-exp around the row maximum, softplus(x) = max(x,0) + log1p(exp(-|x|)), sigmoid
+ * per sign. The masked entry (skip_offset >= 0) is skipped everywhere and gets 0. */
+#include "ops/ops.h"
+
+#include <math.h>
+
+typedef struct {
+    sg_rank_loss_kind kind;
+    double margin, temp;
+    bool f32;
+    int64_t N, skip;
+    const void *pos, *neg;
+    void *dpos, *dneg; /* NULL when that input needs no gradient */
+    double *term;
+} rank_job;
+
+static double ld(const void *p, bool f32, int64_t i)
+{
+    return f32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void st(void *p, bool f32, int64_t i, double v)
+{
+    if (f32) ((float *)p)[i] = (float)v;
+    else ((double *)p)[i] = v;
+}
+
+static double softplus(double x) { return fmax(x, 0) + log1p(exp(-fabs(x))); }
+static double sigmoid(double x)
+{
+    const double e = exp(-fabs(x));
+    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+/* One row: its negatives v[j] for j < N but the masked column `skip` (-1: none). Each kind
+ * returns the row's loss, sets *dp = d loss / d pos and, when dn is not NULL, writes
+ * d loss / d neg[j] through st (0 at the masked column). */
+typedef struct {
+    const rank_job *J;
+    const void *v;
+    void *dn;
+    int64_t skip;
+} rank_row;
+
+#define ROW_NEG(r, j) ld((r)->v, (r)->J->f32, j)
+#define ROW_SET(r, j, x)                                   \
+    do {                                                   \
+        if ((r)->dn) st((r)->dn, (r)->J->f32, j, x);      \
+    } while (0)
+
+/* logsumexp(p, v.) - p = log(e^(p-m) + sum_j e^(v_j-m)) + (m - p); when p is the maximum,
+ * log1p of the negatives' sum, so a confident row keeps its small loss exactly. */
+static double row_softmax(const rank_row *r, double p, double *dp)
+{
+    const int64_t N = r->J->N;
+    double m = p;
+    for (int64_t j = 0; j < N; j++)
+        if (j != r->skip && ROW_NEG(r, j) > m) m = ROW_NEG(r, j);
+    double sn = 0;
+    for (int64_t j = 0; j < N; j++)
+        if (j != r->skip) sn += exp(ROW_NEG(r, j) - m);
+    const double s = exp(p - m) + sn;
+    *dp = -(sn / s); /* softmax_p - 1 without the cancellation */
+    for (int64_t j = 0; j < N; j++) ROW_SET(r, j, j == r->skip ? 0 : exp(ROW_NEG(r, j) - m) / s);
+    return p >= m ? log1p(sn) : log(s) + (m - p);
+}
+
+static double row_logistic(const rank_row *r, double p, double *dp)
+{
+    const int64_t N = r->J->N, cnt = N - (r->skip >= 0);
+    double sum = 0;
+    for (int64_t j = 0; j < N; j++)
+        if (j != r->skip) sum += softplus(ROW_NEG(r, j));
+    *dp = -sigmoid(-p);
+    for (int64_t j = 0; j < N; j++)
+        ROW_SET(r, j, j == r->skip ? 0 : sigmoid(ROW_NEG(r, j)) / (double)cnt);
+    return softplus(-p) + (cnt > 0 ? sum / (double)cnt : 0);
+}
+
+static double row_margin(const rank_row *r, double p, double *dp)
+{
+    const int64_t N = r->J->N;
+    const double base = r->J->margin - p;
+    double sum = 0, active = 0;
+    for (int64_t j = 0; j < N; j++) {
+        const double v = j == r->skip ? 0 : base + ROW_NEG(r, j);
+        if (v > 0) sum += v, active += 1;
+        ROW_SET(r, j, v > 0 ? 1 : 0);
+    }
+    *dp = -active;
+    return sum;
+}
+
+/* Weights w_j = e_j / Z, e_j = exp(t v_j - max_j t v_j), constants of the gradient. */
+static double row_selfadv(const rank_row *r, double p, double *dp)
+{
+    const int64_t N = r->J->N;
+    const double t = r->J->temp, mg = r->J->margin;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < N; j++)
+        if (j != r->skip && t * ROW_NEG(r, j) > m) m = t * ROW_NEG(r, j);
+    double Z = 0, wsum = 0;
+    for (int64_t j = 0; j < N; j++) {
+        if (j == r->skip) continue;
+        const double e = exp(t * ROW_NEG(r, j) - m);
+        Z += e;
+        wsum += e * softplus(ROW_NEG(r, j) + mg);
+    }
+    *dp = -sigmoid(-(mg + p));
+    for (int64_t j = 0; j < N; j++)
+        ROW_SET(r, j, j == r->skip ? 0 : exp(t * ROW_NEG(r, j) - m) / Z * sigmoid(ROW_NEG(r, j) + mg));
+    return softplus(-(mg + p)) + (Z > 0 ? wsum / Z : 0);
+}
+
+static void rank_rows(void *ud, int64_t lo, int64_t hi)
+{
+    const rank_job *J = ud;
+    const size_t esz = J->f32 ? sizeof(float) : sizeof(double);
+    for (int64_t i = lo; i < hi; i++) {
+        rank_row r = {J, (const char *)J->neg + (size_t)(i * J->N) * esz,
+                      J->dneg ? (char *)J->dneg + (size_t)(i * J->N) * esz : NULL,
+                      J->skip >= 0 ? J->skip + i : -1};
+        const double p = ld(J->pos, J->f32, i);
+        double dp = 0;
+        switch (J->kind) {
+        case SG_RANK_SOFTMAX: J->term[i] = row_softmax(&r, p, &dp); break;
+        case SG_RANK_LOGISTIC: J->term[i] = row_logistic(&r, p, &dp); break;
+        case SG_RANK_MARGIN: J->term[i] = row_margin(&r, p, &dp); break;
+        default: J->term[i] = row_selfadv(&r, p, &dp); break;
+        }
+        if (J->dpos) st(J->dpos, J->f32, i, dp);
+    }
+}
+
+/* saved[0], saved[1]: the directions of pos and neg (NULL for one that needs none). */
+static int rank_backward(sg_node *n, sg_tensor *gout)
+{
+    const double g = sg_tensor_get(gout, 0);
+    for (int k = 0; k < 2; k++) {
+        if (!sg__wants_grad(n->in[k]) || !n->saved[k]) continue;
+        int rc = sg__op_accum_scaled(n->in[k], n->saved[k], g);
+        if (rc != SG_OK) return rc;
+    }
+    return SG_OK;
+}
+
+/* Checks of everything but the operands' layouts and dtypes. */
+static bool rank_check(const char *op, sg_tensor *pos, sg_tensor *neg, const sg_rank_loss_opts *o)
+{
+    sg_ctx *ctx = pos->ctx;
+    char sp[96], sn[96];
+    if (pos->ndim != 1 || neg->ndim != 2 || neg->shape[0] != pos->shape[0]) {
+        sg__fail(ctx, SG_ERR_SHAPE, "%s: pos %s and neg %s; expected (M) and (M,N)", op,
+                 sg__shape_str(pos, sp, sizeof sp), sg__shape_str(neg, sn, sizeof sn));
+        return false;
+    }
+    if ((unsigned)o->kind > (unsigned)SG_RANK_SELFADV) {
+        sg__fail(ctx, SG_ERR_ARG, "%s: loss kind %d (SG_RANK_SOFTMAX .. SG_RANK_SELFADV expected)",
+                 op, (int)o->kind);
+        return false;
+    }
+    if (!isfinite(o->margin) || !isfinite(o->adv_temp)) {
+        sg__fail(ctx, SG_ERR_ARG, "%s: margin %g and adv_temp %g must be finite", op, o->margin,
+                 o->adv_temp);
+        return false;
+    }
+    const int64_t M = pos->shape[0], N = neg->shape[1];
+    if (o->skip_offset < -1 || (o->skip_offset >= 0 && o->skip_offset > N - M)) {
+        sg__fail(ctx, SG_ERR_ARG, "%s: skip_offset %lld for neg %s; -1, or 0 .. N - M = %lld", op,
+                 (long long)o->skip_offset, sg__shape_str(neg, sn, sizeof sn), (long long)(N - M));
+        return false;
+    }
+    return true;
+}
+
+sg_tensor *sg_ranking_loss(sg_tensor *pos, sg_tensor *neg, const sg_rank_loss_opts *o)
+{
+    static const char op[] = "sg_ranking_loss";
+    static const sg_rank_loss_opts defaults = SG_RANK_LOSS_OPTS_DEFAULT;
+    SG__CHECK_NOTNULL(pos);
+    SG__CHECK_NOTNULL(neg);
+    if (!o) o = &defaults;
+    if (!sg__op_check_pair(op, pos, neg) || !sg__op_check_float(op, pos) ||
+        !sg__op_check_float(op, neg) || !rank_check(op, pos, neg, o))
+        return NULL;
+    sg_ctx *ctx = pos->ctx;
+    const int64_t M = pos->shape[0], N = neg->shape[1];
+    sg_tensor *in[2] = {pos, neg};
+    const bool grad = sg__needs_grad(ctx, 2, in);
+    sg_tensor *out = sg__tmp(ctx, pos->dtype, 0, NULL, false);
+    double *term = sg__arena_alloc(ctx, (size_t)(M > 0 ? M : 1) * sizeof *term);
+    sg_tensor *dpos = grad && sg__wants_grad(pos) ? sg__tmp_like(pos, false) : NULL;
+    sg_tensor *dneg = grad && sg__wants_grad(neg) ? sg__tmp_like(neg, false) : NULL;
+    if (!out || !term || (grad && sg__wants_grad(pos) && !dpos) ||
+        (grad && sg__wants_grad(neg) && !dneg))
+        return NULL;
+    rank_job J = {o->kind, o->margin, o->adv_temp, pos->dtype == SG_F32, N, o->skip_offset,
+                  pos->data, neg->data, dpos ? dpos->data : NULL, dneg ? dneg->data : NULL, term};
+    sg__parallel_for(ctx, M, sg__row_grain(N > 0 ? 4 * N : 1), rank_rows, &J);
+    double loss = 0;
+    for (int64_t i = 0; i < M; i++) loss += term[i];
+    SG__DISPATCH_FLOAT(out->dtype, F, { *(F *)out->data = (F)loss; });
+    if (grad) {
+        sg_node *n = sg__node_new(ctx, rank_backward, op, out, 2, in);
+        if (!n) return NULL;
+        n->saved[0] = dpos;
+        n->saved[1] = dneg;
+    }
+    return out;
+}
