@@ -71,6 +71,8 @@ typedef struct {
     int threads;        /* the threads training runs on (all ranks' or replicas') */
     int level;          /* INFO: 1 summaries, 2 details */
     const char *message; /* INFO */
+    double valid_mrr;   /* sgrad-kge's EPOCH and END: the validation MRR of that epoch's
+                           (END: the last) ranking, -1 when none ran; 0 for the others */
 } sg_event;
 
 /* Called from the training thread; a nonzero return asks to stop: the run ends at the

@@ -3,8 +3,8 @@
 # - no function in models/*/*.c is longer than 80 lines (its opening line to its closing
 #   brace at column 0: functions here are written with the brace alone on a line);
 # - models/ is a client of the public headers: a file includes only <system> headers,
-#   sgrad.h, sgrad_models.h and models' own private headers ("common/...", "w2v/...",
-#   "fasttext/..." or one of its own directory), never a src/ or tools/ header;
+#   sgrad.h, sgrad_models.h, sgrad_kge.h and models' own private headers ("common/...",
+#   "w2v/...", "fasttext/...", "kge/..." or one of its own directory), never a src/ or tools/ header;
 # - no test compiles a .c file in by #include: the tests link the libraries.
 # Each check first runs on a planted violation, so a checker that cannot fail does not pass.
 set -euo pipefail
@@ -31,7 +31,7 @@ includes() {
     for f in "$@"; do
         while IFS= read -r inc; do
             case "$inc" in
-            sgrad.h | sgrad_models.h | common/*.h | w2v/*.h | fasttext/*.h) ;;
+            sgrad.h | sgrad_models.h | sgrad_kge.h | common/*.h | w2v/*.h | fasttext/*.h | kge/*.h) ;;
             */*) echo "layout: $f includes \"$inc\" (models/ includes sgrad.h, sgrad_models.h and its own headers)"; bad=1 ;;
             *) [ -e "$(dirname "$f")/$inc" ] || { echo "layout: $f includes \"$inc\", not a header of its directory"; bad=1; } ;;
             esac
