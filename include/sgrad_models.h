@@ -180,6 +180,9 @@ typedef struct {
     void *event_ud;
     sg_w2v_merger *merger; /* NULL: one process */
     int64_t prefetch_min;  /* drawing prefetches past this noise-table size (bytes) */
+    int64_t epoch_words;   /* the corpus's tokens per epoch, over which the learning rate
+                              falls (0: the vocabulary's count of its corpus): for training
+                              on another corpus than the one counted */
 } sg_w2v_opts;
 SG_API sg_w2v_opts sg_w2v_opts_default(void);
 
@@ -200,14 +203,35 @@ typedef struct sg_w2v sg_w2v;
 /* A model to train with opts (checked here: SG_ERR_ARG naming the option). */
 SG_API sg_w2v *sg_w2v_new(const sg_w2v_opts *opts, sg_model_error *err);
 SG_API void sg_w2v_free(sg_w2v *m);
+/* The options m trains with: sg_w2v_new's (or the last set), or those a loaded model file
+ * recorded (its training flags; threads as loaded; no callback). The strings are m's,
+ * valid until the options change. */
+SG_API sg_w2v_opts sg_w2v_options(const sg_w2v *m);
+/* Replaces the options of m's coming calls (checked as sg_w2v_new does), e.g. the event
+ * callback of a loaded model, or the epochs, alpha and epoch_words of a continued
+ * training. While m holds tables, size, hs and whether negative is 0 are theirs
+ * (SG_ERR_ARG). min_count applies at the next sg_w2v_build_vocab. */
+SG_API int sg_w2v_set_options(sg_w2v *m, const sg_w2v_opts *opts, sg_model_error *err);
 /* The vocabulary: counted from corpus (given NULL), or given's words and counts (with
  * corpus, read once for its size and hash; NULL: tokens handed in), then min_count
  * applied. With opts.resume naming a checkpoint that holds its vocabulary, that one is
- * taken and the corpus only read for its size and hash. */
+ * taken and the corpus only read for its size and hash. Tables m held are dropped (the
+ * next training starts afresh). */
 SG_API int sg_w2v_build_vocab(sg_w2v *m, const char *corpus, const sg_vocab *given, sg_model_error *err);
 SG_API const sg_vocab *sg_w2v_vocab(const sg_w2v *m);
 /* Whether opts.resume can be resumed by this model (flags, corpus, vocabulary). */
 SG_API int sg_w2v_check_resume(const sg_w2v *m, sg_model_error *err);
+/* Continued training (gensim's train() called again): a training call on a model that
+ * holds tables, trained by an earlier call (stopped or not) or read by sg_w2v_load, trains
+ * those tables on instead of starting afresh. The vocabulary stays (tokens outside it are
+ * skipped, as always); the learning rate falls again from alpha over the call's opts.iter
+ * epochs of opts.epoch_words tokens (0: the vocabulary's count); the random stream goes on
+ * from where the tables' last training left it, which a model file records, so a model
+ * saved and loaded trains on bitwise as the one saved would have (a file without that
+ * record continues from opts.seed's stream). One model: opts.replicas 1, no merger, no
+ * checkpoint or resume (SG_ERR_ARG; save the model between calls instead). A failed
+ * continued call leaves the tables at its last step. The first call on a model is
+ * unchanged by any of this. */
 /* Trains on corpus (read each epoch, or replayed from the vocabulary pass's record). */
 SG_API int sg_w2v_train_file(sg_w2v *m, const char *corpus, sg_w2v_result *res, sg_model_error *err);
 /* Token ids handed in by the caller, in chunks: read fills ids[0..cap) and returns how
@@ -222,9 +246,11 @@ SG_API int sg_w2v_train_file(sg_w2v *m, const char *corpus, sg_w2v_result *res, 
 typedef int64_t (*sg_token_read_fn)(void *ud, int32_t *ids, int64_t cap);
 SG_API int sg_w2v_train_tokens(sg_w2v *m, sg_token_read_fn read, void *ud, sg_w2v_result *res,
                                sg_model_error *err);
-/* A model file (a safetensors checkpoint: tables, vocabulary with counts, options), read
- * back by sg_w2v_load, which also reads a training checkpoint (-checkpoint): neither needs
- * the corpus. */
+/* A model file (a safetensors checkpoint: tables, vocabulary with counts, options, the
+ * random stream and the corpus's token and line counts), read back by sg_w2v_load with
+ * those options (threads: the given count, 0 all), which also reads a training checkpoint
+ * (-checkpoint; it records no corpus token count: continue it with opts.epoch_words):
+ * neither needs the corpus. */
 SG_API int sg_w2v_save(const sg_w2v *m, const char *path, sg_model_error *err);
 SG_API sg_w2v *sg_w2v_load(const char *path, int threads, sg_model_error *err);
 /* A word2vec vectors file (binary 1, 0, or -1 to tell them apart) as a model for queries. */

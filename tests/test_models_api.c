@@ -7,6 +7,10 @@
  *   -replicas ends every replica at the next full merge without a hang;
  * - a model file and a -checkpoint read back without the corpus: the same tables and
  *   vocabulary (words and counts) as the trained model;
+ * - continued training: a second training call trains the tables on (the vectors change,
+ *   the vocabulary stays), and going on in the process equals saving, loading and going
+ *   on bitwise (a model file is resumable), from a file or from token ids; the loaded
+ *   model has the saved one's options; a continued call refuses replicas and checkpoints;
  * - errors name the caller's paths: a missing corpus, a missing or damaged model file;
  * - fastText: a classifier trained, saved and loaded predicts the same scores, and its
  *   sentence vector is the mean of its rows (checked against its word vectors).
@@ -313,6 +317,103 @@ TEST(model_files_and_checkpoints_load_without_the_corpus)
         sg_w2v_free(l);
     }
     CHECK(rename(moved, corpus) == 0);
+    sg_w2v_free(m);
+}
+
+/* ---- continued training */
+
+/* Whether a's and b's word vectors are the same bits. */
+static bool same_vectors(const sg_w2v *a, const sg_w2v *b)
+{
+    sg_tensor *x = sg_w2v_table(a, 0), *y = sg_w2v_table(b, 0);
+    return x && y && sg_tensor_numel(x) == sg_tensor_numel(y) &&
+           !memcmp(sg_tensor_f32(x), sg_tensor_f32(y), sizeof(float) * (size_t)sg_tensor_numel(x));
+}
+
+/* One more epoch of m, from the file or (ids) from its token ids handed in. */
+static int one_more_epoch(sg_w2v *m, bool ids, sg_w2v_result *res, sg_model_error *err)
+{
+    sg_w2v_opts o = sg_w2v_options(m);
+    o.iter = 1;
+    if (sg_w2v_set_options(m, &o, err)) return err->status;
+    id_reader r = {.v = sg_w2v_vocab(m), .chunk = 4096};
+    return ids ? sg_w2v_train_tokens(m, read_ids, &r, res, err) : sg_w2v_train_file(m, corpus, res, err);
+}
+
+TEST(continued_training_goes_on_from_the_tables_and_through_a_model_file)
+{
+    make_corpus();
+    char model[300];
+    snprintf(model, sizeof model, "%s/more.sgw2v", dir);
+    for (int hs = 0; hs <= 1; hs++) {
+        sg_w2v_opts o = small_opts();
+        o.iter = 1;
+        o.hs = hs;
+        o.cbow = hs;
+        sg_w2v_result res;
+        sg_model_error err;
+        sg_w2v *m = train_file(&o, &res), *fresh = train_file(&o, &res);
+        const int64_t V = sg_w2v_size(m);
+        CHECK(sg_w2v_save(m, model, &err) == SG_OK);
+        sg_w2v *l = sg_w2v_load(model, 2, &err);
+        CHECK(l != NULL);
+        if (!l) return;
+        const sg_w2v_opts a = sg_w2v_options(m), b = sg_w2v_options(l);
+        CHECK(a.window == b.window && a.iter == b.iter && a.sample == b.sample && a.seed == b.seed &&
+              a.batch == b.batch && a.cbow == b.cbow && a.hs == b.hs && a.negative == b.negative &&
+              a.min_count == b.min_count && b.threads == 2 && b.alpha == (hs ? 0.05 : 0.025));
+        CHECK(sg_vocab_tokens(sg_w2v_vocab(l)) == SENTENCES * LEN && sg_vocab_lines(sg_w2v_vocab(l)) == SENTENCES);
+        /* in the process, from the file; loaded, from its ids: the same bits */
+        CHECK(one_more_epoch(m, false, &res, &err) == SG_OK && res.steps > 0);
+        CHECK(one_more_epoch(l, true, &res, &err) == SG_OK);
+        CHECK(!same_vectors(m, fresh) && same_vectors(m, l));
+        for (int k = 1; k < 3; k++) {
+            sg_tensor *x = sg_w2v_table(m, k), *y = sg_w2v_table(l, k);
+            CHECK(!x == !y && (!x || !memcmp(sg_tensor_f32(x), sg_tensor_f32(y),
+                                             sizeof(float) * (size_t)sg_tensor_numel(x))));
+        }
+        CHECK(sg_w2v_size(m) == V && sg_w2v_size(l) == V);
+        for (int64_t w = 0; w < V; w++) CHECK(!strcmp(sg_w2v_word(m, w), sg_w2v_word(fresh, w)));
+        /* a third call goes on from the second's random stream: not a repeat of it */
+        CHECK(sg_w2v_save(m, model, &err) == SG_OK);
+        sg_w2v *again = sg_w2v_load(model, 1, &err);
+        CHECK(one_more_epoch(m, false, &res, &err) == SG_OK && one_more_epoch(again, false, &res, &err) == SG_OK);
+        CHECK(same_vectors(m, again));
+        sg_w2v_free(again);
+        sg_w2v_free(l);
+        sg_w2v_free(fresh);
+        sg_w2v_free(m);
+    }
+}
+
+TEST(continued_training_is_one_model_without_checkpoints)
+{
+    make_corpus();
+    char ckpt[300];
+    snprintf(ckpt, sizeof ckpt, "%s/more.ckpt", dir);
+    sg_w2v_opts o = small_opts();
+    sg_w2v_result res;
+    sg_model_error err;
+    sg_w2v *m = train_file(&o, &res);
+    float *before = vectors_of(m);
+    sg_w2v_opts more = sg_w2v_options(m);
+    more.replicas = 2;
+    CHECK(sg_w2v_set_options(m, &more, &err) == SG_OK);
+    CHECK(sg_w2v_train_file(m, corpus, &res, &err) == SG_ERR_ARG && strstr(err.message, "replicas"));
+    more.replicas = 1;
+    more.checkpoint = ckpt;
+    CHECK(sg_w2v_set_options(m, &more, &err) == SG_OK);
+    CHECK(sg_w2v_train_file(m, corpus, &res, &err) == SG_ERR_ARG && strstr(err.message, "checkpoint"));
+    CHECK(!memcmp(before, sg_tensor_f32(sg_w2v_table(m, 0)), sizeof(float) * (size_t)sg_tensor_numel(sg_w2v_table(m, 0))));
+    more.checkpoint = NULL;
+    more.size = 13; /* the tables' shape is theirs */
+    CHECK(sg_w2v_set_options(m, &more, &err) == SG_ERR_ARG && strstr(err.message, "size"));
+    /* a new vocabulary drops the tables: the next training starts afresh, as the first */
+    more.size = o.size;
+    CHECK(sg_w2v_set_options(m, &more, &err) == SG_OK && sg_w2v_build_vocab(m, corpus, NULL, &err) == SG_OK);
+    CHECK(sg_w2v_table(m, 0) == NULL && sg_w2v_train_file(m, corpus, &res, &err) == SG_OK);
+    CHECK(!memcmp(before, sg_tensor_f32(sg_w2v_table(m, 0)), sizeof(float) * (size_t)sg_tensor_numel(sg_w2v_table(m, 0))));
+    free(before);
     sg_w2v_free(m);
 }
 

@@ -5,6 +5,8 @@
  * Invariants: m->cfg's strings point into m (checkpoint, resume) or are set only for the
  * length of a call (train, corpus_codes, source). A query works on m->unit, the word
  * vectors at unit length, made once per set of tables and dropped when they change.
+ * m->model holds tables only for m->vocab (a new vocabulary drops them), so a training
+ * call on a model that holds tables trains them on (continued training).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -35,7 +37,21 @@ static void config_of_opts(w2v_config *c, const sg_w2v_opts *o)
     c->min_count = o->min_count, c->batch = o->batch, c->sync_every = o->sync_every;
     c->save_every = o->save_every, c->token_cache = o->token_cache, c->sample = o->sample, c->alpha = o->alpha;
     c->seed = o->seed, c->engine = o->engine, c->prefetch_min = o->prefetch_min, c->par = o->merger;
+    c->epoch_words = o->epoch_words;
     c->ev = (tc_events){o->on_event, o->event_ud, o->verbose};
+}
+
+sg_w2v_opts sg_w2v_options(const sg_w2v *m)
+{
+    if (!m) return sg_w2v_opts_default();
+    const w2v_config *c = &m->cfg;
+    return (sg_w2v_opts){.size = c->size, .window = c->window, .negative = c->negative, .hs = c->hs, .iter = c->iter,
+                         .threads = c->threads, .cbow = c->cbow, .hogwild = c->hogwild, .replicas = c->replicas,
+                         .min_count = c->min_count, .batch = c->batch, .sync_every = c->sync_every,
+                         .save_every = c->save_every, .token_cache = c->token_cache, .sample = c->sample,
+                         .alpha = c->alpha, .seed = c->seed, .engine = c->engine, .checkpoint = c->checkpoint,
+                         .resume = c->resume, .verbose = c->ev.verbose, .on_event = c->ev.fn, .event_ud = c->ev.ud,
+                         .merger = c->par, .prefetch_min = c->prefetch_min, .epoch_words = c->epoch_words};
 }
 
 /* A copy of s (NULL for NULL); false when out of memory. */
@@ -64,6 +80,31 @@ sg_w2v *sg_w2v_new(const sg_w2v_opts *opts, sg_model_error *err)
         return NULL;
     }
     return m;
+}
+
+int sg_w2v_set_options(sg_w2v *m, const sg_w2v_opts *opts, sg_model_error *err)
+{
+    tc_ok(err);
+    if (!m || !opts) return tc_fail(err, SG_ERR_NULL, "NULL model or options"), SG_ERR_NULL;
+    w2v_config c;
+    config_of_opts(&c, opts);
+    c.vocab_given = m->cfg.vocab_given;
+    if (w2v_config_check(&c, err)) return err ? err->status : SG_ERR_ARG;
+    const w2v_config *was = &m->cfg;
+    if (m->model.ctx && !m->wv && (c.size != was->size || c.hs != was->hs || (c.negative > 0) != (was->negative > 0)))
+        return tc_fail(err, SG_ERR_ARG, "the model's tables fix size (%d), hs (%d) and whether negative is 0 (%d)",
+                       was->size, was->hs, was->negative), SG_ERR_ARG;
+    char *checkpoint, *resume;
+    if (!dup_or_null(opts->checkpoint, &checkpoint) || !dup_or_null(opts->resume, &resume)) {
+        free(checkpoint);
+        return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+    }
+    free(m->checkpoint);
+    free(m->resume);
+    m->checkpoint = checkpoint, m->resume = resume;
+    m->cfg = c;
+    m->cfg.checkpoint = checkpoint, m->cfg.resume = resume;
+    return SG_OK;
 }
 
 /* Drops the tables (and the queries' unit rows) of m. */
@@ -134,6 +175,7 @@ int sg_w2v_build_vocab(sg_w2v *m, const char *corpus, const sg_vocab *given, sg_
 {
     tc_ok(err);
     if (!m) return tc_fail(err, SG_ERR_NULL, "NULL model"), SG_ERR_NULL;
+    drop_tables(m); /* they were another vocabulary's */
     tc_vocab_free(&m->vocab);
     tc_codes_free(&m->codes);
     free(m->corpus);
@@ -173,15 +215,20 @@ int sg_w2v_check_resume(const sg_w2v *m, sg_model_error *err)
 
 /* ---- training */
 
-/* Trains m with cfg (its corpus or source set): one model, or -replicas. */
-static int train(sg_w2v *m, const w2v_config *cfg, sg_w2v_result *res, sg_model_error *err)
+/* Trains m with cfg (its corpus or source set): one model, or -replicas; the tables m
+ * holds (trained or loaded) are trained on, as one model. */
+static int train(sg_w2v *m, w2v_config *cfg, sg_w2v_result *res, sg_model_error *err)
 {
     sg_w2v_result scratch;
     if (!res) res = &scratch;
     memset(res, 0, sizeof *res);
     tc_ok(err);
     if (!m->has_vocab) return tc_fail(err, SG_ERR_STATE, "build the vocabulary before training"), SG_ERR_STATE;
-    drop_tables(m);
+    cfg->more = m->model.ctx != NULL;
+    if (cfg->more && (cfg->replicas > 1 || cfg->par))
+        return tc_fail(err, SG_ERR_ARG, "continued training trains one model (replicas 1, no ranks)"), SG_ERR_ARG;
+    free(m->unit); /* the tables change */
+    m->unit = NULL;
     int rc;
     if (cfg->replicas > 1) {
         sg_ctx_opts co = {.threads = cfg->threads};
@@ -236,6 +283,7 @@ sg_w2v *sg_w2v_load(const char *path, int threads, sg_model_error *err)
         sg_w2v_free(m);
         return NULL;
     }
+    m->cfg.threads = threads > 0 ? threads : 0;
     m->has_vocab = true;
     return m;
 }

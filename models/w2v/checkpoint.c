@@ -6,7 +6,9 @@
  * FNV-1a hash, the trainer's position (w2v_position), and the vocabulary (its words
  * joined by newlines in "w2v.vocab.words", their counts in "w2v.vocab.counts"), so that
  * a resume and a load need no corpus to rebuild it. A model file (sg_w2v_save) holds the
- * tables, the flags and the vocabulary, no optimizer and no position.
+ * tables, the flags and the vocabulary, no optimizer and no position, but the trainer's
+ * random stream where its training ended ("w2v.rng") and the corpus's tokens and lines:
+ * a loaded model trains on (continued training) bitwise as the saved one would have.
  *
  * A resumed run must train exactly as the uninterrupted one would have, so a checkpoint
  * is accepted only with the same training flags (-threads, -binary and the output paths
@@ -191,6 +193,11 @@ int w2v_model_save(const char *path, const w2v_config *cfg, const tc_vocab *v, c
 {
     meta_list l = {0};
     identity(&l, W2V_MODEL_FORMAT, cfg, v);
+    /* what a continued training of the loaded model needs to go on as this one would:
+     * the random stream and the corpus's counts (its learning rate falls over them) */
+    put(&l, "w2v.rng", "%" PRIu64, m->rng);
+    put(&l, "w2v.corpus.tokens", "%" PRId64, v->total_tokens);
+    put(&l, "w2v.corpus.lines", "%" PRId64, v->lines);
     return save_file(path, "model", m, NULL, NULL, &l, v, e);
 }
 
@@ -394,12 +401,70 @@ static int options_of_meta(const sg_checkpoint_meta *meta, w2v_config *cfg)
     return 0;
 }
 
+/* An optional key: true when absent (*out unchanged) or in [lo, hi]. */
+static bool opt_i64(const sg_checkpoint_meta *meta, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    return !sg_checkpoint_meta_get(meta, key) || get_i64(meta, key, lo, hi, out);
+}
+
+static bool opt_f64(const sg_checkpoint_meta *meta, const char *key, double lo, double hi, double *out)
+{
+    double x = *out;
+    if (sg_checkpoint_meta_get(meta, key) && (!get_f64(meta, key, &x) || !(x >= lo && x <= hi))) return false;
+    *out = x;
+    return true;
+}
+
+/* The other training flags a file records (a continued training of the loaded model
+ * trains with them; a flag a file lacks keeps its default); -1 for one out of range. */
+static int training_options_of_meta(const sg_checkpoint_meta *meta, w2v_config *cfg)
+{
+    int64_t window = cfg->window, iter = cfg->iter, min_count = cfg->min_count, batch = cfg->batch,
+            hogwild = cfg->hogwild;
+    double sample = cfg->sample, alpha = w2v_alpha(cfg);
+    uint64_t seed = cfg->seed;
+    const char *engine = sg_checkpoint_meta_get(meta, "w2v.flag.-engine");
+    if (!opt_i64(meta, "w2v.flag.-window", 1, W2V_MAX_WINDOW, &window) ||
+        !opt_i64(meta, "w2v.flag.-iter", 1, INT32_MAX, &iter) ||
+        !opt_i64(meta, "w2v.flag.-min-count", 1, INT64_MAX, &min_count) ||
+        !opt_i64(meta, "w2v.flag.-batch", 1, INT64_MAX, &batch) || !opt_i64(meta, "w2v.flag.-hogwild", 0, 1, &hogwild) ||
+        !opt_f64(meta, "w2v.flag.-sample", 0, 1, &sample) || !opt_f64(meta, "w2v.flag.-alpha", 1e-300, 10, &alpha) ||
+        (sg_checkpoint_meta_get(meta, "w2v.flag.-seed") && !get_u64(meta, "w2v.flag.-seed", &seed)) ||
+        (engine && strcmp(engine, "fused") && strcmp(engine, "graph")))
+        return -1;
+    cfg->window = (int)window, cfg->iter = (int)iter, cfg->min_count = min_count, cfg->batch = batch;
+    cfg->hogwild = (int)hogwild, cfg->sample = sample, cfg->alpha = alpha, cfg->seed = seed;
+    if (engine) cfg->engine = strcmp(engine, "graph") ? SG_W2V_FUSED : SG_W2V_GRAPH;
+    return 0;
+}
+
+/* The corpus's counts and the random stream a file records (absent: none counted, and
+ * the seed's stream), for a continued training of the loaded model; -1 for one damaged. */
+static int state_of_meta(const sg_checkpoint_meta *meta, const w2v_config *cfg, tc_vocab *v, w2v_model *m)
+{
+    int64_t bytes = 0;
+    uint64_t hash = 0;
+    const char *h = sg_checkpoint_meta_get(meta, "w2v.corpus.fnv1a64");
+    char *end = NULL;
+    if (h) hash = strtoull(h, &end, 16);
+    m->rng = cfg->seed;
+    if (!opt_i64(meta, "w2v.corpus.tokens", 0, INT64_MAX, &v->total_tokens) ||
+        !opt_i64(meta, "w2v.corpus.lines", 0, INT64_MAX, &v->lines) ||
+        !opt_i64(meta, "w2v.corpus.bytes", 0, INT64_MAX, &bytes) || (h && (!*h || *end)) ||
+        (sg_checkpoint_meta_get(meta, "w2v.rng") && !get_u64(meta, "w2v.rng", &m->rng)))
+        return -1;
+    v->corpus_bytes = bytes;
+    v->corpus_hash = hash;
+    return 0;
+}
+
 /* m's tables for cfg and v on a new context; loads them from path (a checkpoint's
  * sentence tensor read and dropped). */
 static int load_tables(const char *path, int threads, bool checkpoint, const w2v_config *cfg, const tc_vocab *v,
                        w2v_model *m, sg_model_error *e)
 {
-    if (!(m->ctx = sg_ctx_new(&(sg_ctx_opts){.threads = threads}))) return tc_fail(e, SG_ERR_NOMEM, "out of memory");
+    const sg_ctx_opts co = {.threads = threads, .nondeterministic = cfg->hogwild, .seed = cfg->seed ? cfg->seed : 42};
+    if (!(m->ctx = sg_ctx_new(&co))) return tc_fail(e, SG_ERR_NOMEM, "out of memory");
     const int64_t shape[2] = {v->size, cfg->size}, s_hs[2] = {v->size - 1, cfg->size};
     m->in = sg_tensor_new(m->ctx, SG_F32, 2, shape);
     if (cfg->negative > 0) m->out = sg_tensor_new(m->ctx, SG_F32, 2, shape);
@@ -432,7 +497,7 @@ int w2v_model_load(const char *path, int threads, w2v_config *cfg, tc_vocab *v, 
     if (!rc && !checkpoint && !(format && !strcmp(format, W2V_MODEL_FORMAT)))
         rc = tc_fail(e, SG_ERR_FORMAT, "%s is not a sgrad-w2v model or checkpoint (format %s)", path,
                      format ? format : "missing");
-    else if (!rc && options_of_meta(&meta, cfg))
+    else if (!rc && (options_of_meta(&meta, cfg) || training_options_of_meta(&meta, cfg)))
         rc = tc_fail(e, SG_ERR_FORMAT, "%s: damaged model (its w2v.flag.* metadata is missing or out of range)", path);
     else if (!rc && (has_vocab = vocab_of_meta(&meta, v)) <= 0)
         rc = tc_fail(e, SG_ERR_FORMAT, has_vocab ? "%s: damaged vocabulary (w2v.vocab.words and w2v.vocab.counts)"
@@ -440,6 +505,8 @@ int w2v_model_load(const char *path, int threads, w2v_config *cfg, tc_vocab *v, 
                                                    "resume it with its corpus to write one)", path);
     else if (!rc && v->size < 2)
         rc = tc_fail(e, SG_ERR_FORMAT, "%s: damaged vocabulary (%lld words)", path, (long long)v->size);
+    else if (!rc && state_of_meta(&meta, cfg, v, m))
+        rc = tc_fail(e, SG_ERR_FORMAT, "%s: damaged model (its w2v.corpus.* or w2v.rng metadata)", path);
     sg_checkpoint_meta_free(ctx, &meta);
     sg_ctx_free(ctx);
     return rc ? rc : load_tables(path, threads, checkpoint, cfg, v, m, e);

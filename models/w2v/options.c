@@ -19,7 +19,7 @@ void w2v_config_default(w2v_config *c)
     c->batch = 8192;
     c->seed = 1;
     c->engine = SG_W2V_FUSED;
-    c->sync_every = 64; /* measured on Brown: tools/w2v/README.md "Under mpirun" */
+    c->sync_every = 64; /* measured on Brown: docs/word2vec.md "Under mpirun" */
     c->token_cache = W2V_TOKEN_CACHE_MAX;
     c->replicas = 1;
     c->prefetch_min = TC_NOISE_PREFETCH_MIN;

@@ -5,7 +5,7 @@
  * replicas compute at once (the others wait for a slot), and a merge is the same sum
  * whichever thread computes it. So -threads 1 and -threads 2 give the same file while
  * each replica's updates stay on its own core's cache lines, which is what keeps one
- * model's 2-thread steps from scaling (tools/w2v/README.md "Replicas").
+ * model's 2-thread steps from scaling (docs/word2vec.md "Replicas").
  *
  * A merge is two barriers: every replica arrives with its tables (giving up its slot),
  * then each takes a slot again and merges its block of rows into every replica's tables

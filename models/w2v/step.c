@@ -129,10 +129,9 @@ int w2v_step_backward(sg_ctx *ctx, sg_tensor *loss, sg_optim *opt)
  * of mode are run but not timed: such a step first moves the tables' rows between the
  * cores' caches (on Brown's 11 MB about as much as the 8 steps of a half), and the
  * one-thread half always pays for a switch while the all-thread half pays only after a
- * period on one thread, so timing them favoured all threads, which then stayed chosen
- * (2026-12-04: 2 threads in most periods while 0.94x the speed of one). A run shorter
- * than W2V_PICK_TRIAL steps runs on the threads asked for. (Trials ever further apart
- * while the choice holds measured no better.) The constants are in w2v.h. */
+ * period on one thread, so timing them would favour all threads even where one thread is
+ * faster. A run shorter than W2V_PICK_TRIAL steps runs on the threads asked for. The
+ * constants are in w2v.h. */
 
 /* Whether the coming step runs on one thread. In a trial's first half, from its step
  * W2V_PICK_CUT_AFTER on, the timed all-thread steps so far decide (after a cut they no

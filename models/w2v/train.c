@@ -53,6 +53,7 @@ typedef struct {
     int64_t since_sync;
     bool any_active;
     bool stop;           /* the event callback asked to stop */
+    bool started;        /* run_start set the trainer's random stream (the model's rng follows it) */
 } w2v_run;
 
 /* The setup: trainer, model, optimizer, the starting position (a checkpoint's). */
@@ -62,15 +63,19 @@ static int run_setup(w2v_run *r)
     w2v_parallel *par = cfg->par;
     r->alpha = w2v_alpha(cfg);
     r->ranks = par ? par->ranks : 1;
-    r->total = (int64_t)cfg->iter * r->v->total_tokens;
+    const int64_t epoch_words = cfg->epoch_words > 0 ? cfg->epoch_words : r->v->total_tokens;
+    r->total = (int64_t)cfg->iter * epoch_words;
     r->lr_rec = (w2v_lr_record){1, 0, r->total};
     if (w2v_config_check(cfg, r->err) || w2v_vocab_check(r->v, r->err)) return -1;
-    if (r->v->total_tokens <= 0)
+    if (epoch_words <= 0)
         return tc_fail(r->err, SG_ERR_ARG, "the vocabulary counted no tokens (count the corpus, or hand in "
-                                           "its tokens, before training)");
+                                           "its tokens, before training; or give the corpus's words per epoch)");
     if ((cfg->source && (par || cfg->checkpoint || cfg->resume)) || (!cfg->source && !cfg->train))
         return tc_fail(r->err, SG_ERR_ARG, cfg->source ? "tokens handed in train one model without checkpoints"
                                                          : "no corpus to train on");
+    if (cfg->more && (par || cfg->checkpoint || cfg->resume))
+        return tc_fail(r->err, SG_ERR_ARG, "continued training trains one model without checkpoints or resume "
+                                           "(save the model between training calls)");
     int64_t share_end = 0;
     if (par && w2v_corpus_share(cfg->train, par->rank, par->ranks, &r->share_begin, &share_end))
         return tc_fail(r->err, SG_ERR_IO, "cannot read %s: %s", cfg->train, strerror(errno));
@@ -79,7 +84,7 @@ static int run_setup(w2v_run *r)
         return -1;
     r->t.share_end = share_end;
     memset(&r->at, 0, sizeof r->at);
-    r->at.rng = cfg->seed;
+    r->at.rng = cfg->more ? r->m.rng : cfg->seed;
     if (cfg->resume && w2v_checkpoint_load(cfg->resume, cfg, r->v, &r->m, r->opt, &r->at, r->err)) {
         r->res->refused = true; /* refused before training, as the identity checks refuse */
         return -1;
@@ -148,6 +153,7 @@ static int run_start(w2v_run *r)
         tc_codes_start(&r->t.rec, cfg->token_cache); /* without memory, none: read */
     run_describe(r);
     r->t.rng.s = r->at.rng;
+    r->started = true;
     r->t.tokens = r->at.tokens;
     r->res->steps = r->at.steps;
     r->res->examples = r->at.examples;
@@ -438,12 +444,19 @@ static int run_finish(w2v_run *r)
     return save_checkpoint(r);
 }
 
-/* The one cleanup path: the model goes to *mout on success (or a stop), else is freed. */
+/* The one cleanup path: the model goes to *mout on success (or a stop), and a continued
+ * run's always (the caller's tables, at the last step done), with the random stream
+ * where this run left it; else it is freed. A kept model keeps no tape, optimizer or
+ * index tensors of the run. */
 static void run_free(w2v_run *r, int rc, w2v_model *mout)
 {
+    const bool keep = (rc == 0 || rc == SG_STOPPED || r->cfg->more) && mout;
+    if (keep && r->m.ctx) sg_tape_reset(r->m.ctx);
     sg_optim_free(r->opt);
+    if (keep) w2v_trainer_free_tensors(&r->t);
+    if (keep && r->started) r->m.rng = r->t.rng.s;
     w2v_trainer_free(&r->t);
-    if ((rc == 0 || rc == SG_STOPPED) && mout) *mout = r->m;
+    if (keep) *mout = r->m;
     else w2v_model_free(&r->m);
 }
 
@@ -457,6 +470,7 @@ int w2v_train(const w2v_config *cfg, const tc_vocab *v, w2v_result *res, w2v_mod
     r.res = res;
     r.err = e;
     res->vocab_size = v->size;
+    if (cfg->more && mout) r.m = *mout; /* the tables to train on */
     int rc = run_setup(&r) || run_start(&r) ? -1 : 0;
     for (int ep = r.at.epoch; !rc && !r.stop && ep < cfg->iter; ep++) rc = run_epoch(&r, ep);
     if (!rc) rc = run_finish(&r);

@@ -30,7 +30,7 @@
 /* The batches' row-hit caps are models/common's (tc_row_hit_cap). The same bound holds for
  * hierarchical softmax's inner-node rows (-hs 1): the root is on every path, so it caps a
  * batch at tc_row_hit_cap(W2V_HS_NODE_STEP_BOUND, alpha) examples; measured in
- * tools/w2v/README.md ("Hierarchical softmax"). */
+ * docs/word2vec.md ("Hierarchical softmax"). */
 #define W2V_HS_NODE_STEP_BOUND TC_ROW_STEP_BOUND
 /* Training stops as diverged once a step's loss per example exceeds this many times the
  * first step's (or is not finite). */
@@ -38,7 +38,7 @@
 /* Rows expected to be changed more than W2V_HOT_STEP_BOUND / (alpha (P - 2)) times per
  * rank between two full merges are merged more often (sg_w2v_merger's hot levels,
  * planned by w2v_plan_hot_merges): summed changes overshoot on rows that every rank
- * changes many times between syncs. Measured on Brown: tools/w2v/README.md "Under mpirun". */
+ * changes many times between syncs. Measured on Brown: docs/word2vec.md "Under mpirun". */
 #define W2V_HOT_STEP_BOUND 0.8
 #define W2V_MAX_HOT_LEVELS SG_W2V_MAX_HOT_LEVELS
 /* Most entries of each per-step int64 index array, allocated up front (twice: the next
@@ -81,6 +81,12 @@ typedef struct {
     int64_t token_cache;  /* the most token codes (newline marks included) of a record of the
                              corpus kept to replay: the vocabulary pass's (corpus_codes) or
                              the first epoch's (0: none; none with checkpoints) */
+    bool more;            /* continued training: the model handed to w2v_train holds trained
+                             tables (on their context), which the run trains on from, its
+                             random stream starting at the model's rng; one model, no
+                             checkpoint or resume */
+    int64_t epoch_words;  /* corpus tokens per epoch that the learning rate falls over
+                             (0: the vocabulary's total_tokens) */
     const tc_codes *corpus_codes; /* the vocabulary pass's record of the corpus (under
                              -replicas, each replica's share of it, w2v_share_records),
                              which every epoch replays when w2v_replays_corpus; NULL: read */
@@ -111,6 +117,9 @@ typedef struct {
     sg_tensor *out; /* (V,D) f32: negative sampling's output vectors; NULL with negative 0 */
     sg_tensor *hs;  /* (V-1,D) f32: hierarchical softmax's inner nodes (word2vec.c's syn1,
                        row k the k-th merge of tc_huffman); NULL without hs */
+    uint64_t rng;   /* the trainer's random stream where the tables' last training ended
+                       (drawn through the corpus's end, or to a stop): a continued run
+                       draws on from it, so its draws differ from the first run's */
 } w2v_model;
 void w2v_model_free(w2v_model *m);
 /* The tables as sg_w2v_merger's callbacks take them: in, out, hs. */
@@ -166,7 +175,8 @@ int w2v_model_load(const char *path, int threads, w2v_config *cfg, tc_vocab *v, 
  * SG_STOPPED (the callback asked; the model is that of the last step); or -1 with the
  * reason: res->refused when the resume checkpoint cannot be loaded (before training),
  * divergence, no training example at all, a failed step. The model is left in *m (free
- * with w2v_model_free) when m is not NULL. */
+ * with w2v_model_free) when m is not NULL. With cfg->more, *m holds the tables to train
+ * on, and stays the caller's whatever the outcome (at the last step done on a failure). */
 int w2v_train(const w2v_config *cfg, const tc_vocab *v, w2v_result *res, w2v_model *m, sg_model_error *e);
 
 /* -replicas R (cfg->replicas >= 2, one process): R trainers (w2v_train with 1 thread), on
@@ -300,10 +310,13 @@ int w2v_merge_due(const w2v_parallel *par, int64_t t);
 /* The first t' > t at which w2v_merge_due gives a merge. */
 int64_t w2v_next_merge(const w2v_parallel *par, int64_t t);
 
-/* setup.c: a run's trainer tables, index tensors, model tables and optimizer; 0 or -1. */
+/* setup.c: a run's trainer tables, index tensors, model tables (new, or with cfg->more
+ * m's own, checked against cfg and v) and optimizer; 0 or -1. */
 int w2v_trainer_setup(w2v_trainer *t, const w2v_config *cfg, const tc_vocab *v, w2v_model *m,
                       sg_model_error *e);
 int w2v_model_setup(w2v_trainer *t, w2v_model *m, sg_optim **opt, w2v_lr_record *lr, sg_model_error *e);
+/* Frees the run's index tensors (on the model's context, which outlives the run). */
+void w2v_trainer_free_tensors(w2v_trainer *t);
 void w2v_trainer_free(w2v_trainer *t);
 
 /* ---- -classes (classes.c) */
