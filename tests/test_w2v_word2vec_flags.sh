@@ -7,7 +7,7 @@
 # order with classes in [0, K), the same for 1 and 2 threads; a -resume with another -hs
 # is refused and one from an -hs run's final checkpoint gives its vectors back; flag
 # combinations that cannot train are refused up front; -debug 0 is silent; every new flag
-# is in -help, tools/w2v/README.md and docs/programs.md. Skips (exit 77) when the build has
+# is in -help and docs/word2vec.md. Skips (exit 77) when the build has
 # no programs.
 # usage: tests/test_w2v_word2vec_flags.sh BUILD_DIR
 set -uo pipefail
@@ -113,7 +113,6 @@ grep -q "1 of 2 epochs replayed" "$tmp/err" || bad "a -read-vocab run did not re
 "$w2v" -help >"$tmp/help.txt"
 for f in -hs -save-vocab -read-vocab -classes -debug; do
     grep -q -- "^ *$f " "$tmp/help.txt" || bad "$f missing from -help"
-    grep -q -- "\`$f" tools/w2v/README.md || bad "$f missing from tools/w2v/README.md"
-    grep -q -- "$f" docs/programs.md || bad "$f missing from docs/programs.md"
+    grep -q -- "\`$f" docs/word2vec.md || bad "$f missing from docs/word2vec.md"
 done
 exit $fail

@@ -10,7 +10,7 @@
 # usage: bench/dist/w2v_mpi_rounds.sh [ROUNDS] [BUILD_DIR]    (defaults: 9, build)
 #   env: CORPUS (default bench/data/w2v/brown.txt, fetched by bench/brown_corpus.sh when
 #        missing; any other CORPUS must exist)
-#        FLAGS (default: the skip-gram flags of tools/w2v/README.md "Under mpirun"; keep
+#        FLAGS (default: the skip-gram flags of docs/word2vec.md "Under mpirun"; keep
 #        -threads 1, which the rates assume, and the summary line: no -debug 0)
 # needs: a build with MPI, mpirun. Prints a line and a JSON line per round, then medians.
 # Run it with nothing else running: it times two cores' worth of work.

@@ -322,7 +322,7 @@ char *tc_dir_of(const char *path);
  * about lr * cap single steps. TC_ROW_STEP_BOUND is skip-gram's (word2vec.c's default
  * 0.025 x 256 hits); TC_CBOW_INPUT_STEP_BOUND is for CBOW's context rows, which get each
  * bag's undivided error (word2vec.c's rule), so one hit is a whole step and the bags'
- * errors are alike (tools/w2v/README.md "What differs: batched steps"). The cap is at
+ * errors are alike (docs/word2vec.md "What differs: batched steps"). The cap is at
  * most TC_MAX_ROW_HITS and at least 1. */
 #define TC_MAX_ROW_HITS 256
 #define TC_ROW_STEP_BOUND 6.4

@@ -20,7 +20,7 @@
 #define FT_EOS "</s>" /* fastText's end-of-line word: every newline adds one */
 #define FT_MAX_LINE 1024 /* vectors: a line's first 1024 in-vocabulary tokens, as fastText */
 
-/* Vectors' batched steps, as sgrad-w2v's (tools/w2v/README.md "What differs: batched
+/* Vectors' batched steps, as sgrad-w2v's (docs/word2vec.md "What differs: batched
  * steps"): a batch ends at -batch examples or once a row of either table is hit
  * tc_row_hit_cap(TC_ROW_STEP_BOUND, lr) times; CBOW's bag rows, which each get the whole
  * error of every bag they are in, at TC_CBOW_INPUT_STEP_BOUND. */

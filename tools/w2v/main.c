@@ -53,7 +53,7 @@ static void usage(FILE *f)
             "    -save-every N  sgrad steps between checkpoints (0: at each epoch's end)\n"
             "    -sync-every N  under mpirun or -replicas: steps between the full merges\n"
             "                   of the tables (64; from 3 ranks or replicas on, the most\n"
-            "                   changed rows more often: tools/w2v/README.md \"Under mpirun\")\n"
+            "                   changed rows more often: docs/word2vec.md \"Under mpirun\")\n"
             "    -dist-timeout S  under mpirun: seconds a rank waits for the others in an\n"
             "                   exchange before it reports a dead rank and the job ends\n"
             "                   (default SGRAD_DIST_TIMEOUT, else 300)\n"
