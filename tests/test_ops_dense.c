@@ -801,11 +801,14 @@ TEST(values_abs_sqrt_sin_cos_pow_clamp_against_libm)
     const double e[8] = {2, 3, 0.5, -1, -1.5, 0, 1, 2.5};
     for (int k = 0; k < 8; k++) {
         volatile double ek = e[k]; /* no pow(x, 2) -> x * x rewrite here: libm's pow */
+        /* exponents 3 and 1.5 are products (and a sqrt): within a few ulps of pow */
+        const double tol = e[k] == 3 || e[k] == 1.5 ? 4e-16 : 0;
         sg_tensor *pp = sg_pow(p, ek), *px = sg_pow(x, ek);
         CHECK(pp && px);
         for (int i = 0; pp && px && i < 50; i++) {
-            CHECK(sg_tensor_get(pp, i) == pow(Pv[i], ek));
-            if (e[k] == floor(e[k])) CHECK(sg_tensor_get(px, i) == pow(X[i], ek));
+            CHECK(fabs(sg_tensor_get(pp, i) - pow(Pv[i], ek)) <= tol * fabs(pow(Pv[i], ek)));
+            if (e[k] == floor(e[k]))
+                CHECK(fabs(sg_tensor_get(px, i) - pow(X[i], ek)) <= tol * fabs(pow(X[i], ek)));
             else CHECK(isnan(sg_tensor_get(px, i)) == (X[i] < 0)); /* negative ^ fraction */
         }
     }

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 
 #include <math.h>
+#include <string.h>
 
 typedef struct {
     sg_rank_loss_kind kind;
@@ -41,7 +42,8 @@ static double sigmoid(double x)
 
 /* One row: its negatives v[j] for j < N but the masked column `skip` (-1: none). Each kind
  * returns the row's loss, sets *dp = d loss / d pos and, when dn is not NULL, writes
- * d loss / d neg[j] through st (0 at the masked column). */
+ * d loss / d neg[j] (0 at the masked column). Rows go through blocks of ROW_BLOCK doubles
+ * on the stack: exponentials by sg__vexp, the rest elementwise; sums run over j in order. */
 typedef struct {
     const rank_job *J;
     const void *v;
@@ -49,38 +51,98 @@ typedef struct {
     int64_t skip;
 } rank_row;
 
-#define ROW_NEG(r, j) ld((r)->v, (r)->J->f32, j)
-#define ROW_SET(r, j, x)                                   \
-    do {                                                   \
-        if ((r)->dn) st((r)->dn, (r)->J->f32, j, x);      \
-    } while (0)
+#define ROW_BLOCK 256
+
+static double row_neg(const rank_row *r, int64_t j) { return ld(r->v, r->J->f32, j); }
+
+/* b[k] = a * v[j0 + k] + c for k < n. */
+static void row_affine(const rank_row *r, int64_t j0, int64_t n, double a, double c, double *b)
+{
+    if (r->J->f32) {
+        const float *v = (const float *)r->v + j0;
+        for (int64_t k = 0; k < n; k++) b[k] = a * (double)v[k] + c;
+    } else {
+        const double *v = (const double *)r->v + j0;
+        for (int64_t k = 0; k < n; k++) b[k] = a * v[k] + c;
+    }
+}
+
+/* dn[j0 + k] = b[k] for k < n, 0 at the masked column. */
+static void row_store(const rank_row *r, int64_t j0, int64_t n, const double *b)
+{
+    if (r->J->f32) {
+        float *d = (float *)r->dn + j0;
+        for (int64_t k = 0; k < n; k++) d[k] = (float)b[k];
+    } else {
+        memcpy((double *)r->dn + j0, b, (size_t)n * sizeof *b);
+    }
+    if (r->skip >= j0 && r->skip < j0 + n) st(r->dn, r->J->f32, r->skip, 0);
+}
+
+/* max over unmasked j of a * v[j] (-inf when none). */
+static double row_max(const rank_row *r, double a)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < r->J->N; j++)
+        if (j != r->skip && a * row_neg(r, j) > m) m = a * row_neg(r, j);
+    return m;
+}
+
+/* b[k] = exp(a * v[j0 + k] - m), 0 at the masked column. */
+static void row_exp(const rank_row *r, int64_t j0, int64_t n, double a, double m, double *b)
+{
+    row_affine(r, j0, n, a, -m, b);
+    sg__vexp(b, n);
+    if (r->skip >= j0 && r->skip < j0 + n) b[r->skip - j0] = 0;
+}
+
+/* u[k] = exp(-|x_k|) for x_k = v[j0 + k] + c, x[k] = x_k: what softplus and sigmoid of
+ * x_k take (softplus(x) = max(x,0) + log1p(u), sigmoid(x) = 1/(1+u) or u/(1+u)). */
+static void row_soft(const rank_row *r, int64_t j0, int64_t n, double c, double *x, double *u)
+{
+    row_affine(r, j0, n, 1, c, x);
+    for (int64_t k = 0; k < n; k++) u[k] = -fabs(x[k]);
+    sg__vexp(u, n);
+}
+static double soft_plus(double x, double u) { return fmax(x, 0) + log1p(u); }
+static double soft_sigmoid(double x, double u) { return x >= 0 ? 1 / (1 + u) : u / (1 + u); }
 
 /* logsumexp(p, v.) - p = log(e^(p-m) + sum_j e^(v_j-m)) + (m - p); when p is the maximum,
  * log1p of the negatives' sum, so a confident row keeps its small loss exactly. */
 static double row_softmax(const rank_row *r, double p, double *dp)
 {
     const int64_t N = r->J->N;
-    double m = p;
-    for (int64_t j = 0; j < N; j++)
-        if (j != r->skip && ROW_NEG(r, j) > m) m = ROW_NEG(r, j);
-    double sn = 0;
-    for (int64_t j = 0; j < N; j++)
-        if (j != r->skip) sn += exp(ROW_NEG(r, j) - m);
+    const double m = fmax(p, row_max(r, 1));
+    double b[ROW_BLOCK], sn = 0;
+    for (int64_t j0 = 0; j0 < N; j0 += ROW_BLOCK) {
+        const int64_t n = N - j0 < ROW_BLOCK ? N - j0 : ROW_BLOCK;
+        row_exp(r, j0, n, 1, m, b);
+        for (int64_t k = 0; k < n; k++) sn += b[k];
+    }
     const double s = exp(p - m) + sn;
     *dp = -(sn / s); /* softmax_p - 1 without the cancellation */
-    for (int64_t j = 0; j < N; j++) ROW_SET(r, j, j == r->skip ? 0 : exp(ROW_NEG(r, j) - m) / s);
+    for (int64_t j0 = 0; r->dn && j0 < N; j0 += ROW_BLOCK) {
+        const int64_t n = N - j0 < ROW_BLOCK ? N - j0 : ROW_BLOCK;
+        row_exp(r, j0, n, 1, m, b);
+        for (int64_t k = 0; k < n; k++) b[k] /= s;
+        row_store(r, j0, n, b);
+    }
     return p >= m ? log1p(sn) : log(s) + (m - p);
 }
 
 static double row_logistic(const rank_row *r, double p, double *dp)
 {
     const int64_t N = r->J->N, cnt = N - (r->skip >= 0);
-    double sum = 0;
-    for (int64_t j = 0; j < N; j++)
-        if (j != r->skip) sum += softplus(ROW_NEG(r, j));
+    double x[ROW_BLOCK], u[ROW_BLOCK], sum = 0;
+    for (int64_t j0 = 0; j0 < N; j0 += ROW_BLOCK) {
+        const int64_t n = N - j0 < ROW_BLOCK ? N - j0 : ROW_BLOCK;
+        row_soft(r, j0, n, 0, x, u);
+        for (int64_t k = 0; k < n; k++)
+            if (j0 + k != r->skip) sum += soft_plus(x[k], u[k]);
+        for (int64_t k = 0; r->dn && k < n; k++) x[k] = soft_sigmoid(x[k], u[k]) / (double)cnt;
+        if (r->dn) row_store(r, j0, n, x);
+    }
     *dp = -sigmoid(-p);
-    for (int64_t j = 0; j < N; j++)
-        ROW_SET(r, j, j == r->skip ? 0 : sigmoid(ROW_NEG(r, j)) / (double)cnt);
     return softplus(-p) + (cnt > 0 ? sum / (double)cnt : 0);
 }
 
@@ -90,32 +152,35 @@ static double row_margin(const rank_row *r, double p, double *dp)
     const double base = r->J->margin - p;
     double sum = 0, active = 0;
     for (int64_t j = 0; j < N; j++) {
-        const double v = j == r->skip ? 0 : base + ROW_NEG(r, j);
+        const double v = j == r->skip ? 0 : base + row_neg(r, j);
         if (v > 0) sum += v, active += 1;
-        ROW_SET(r, j, v > 0 ? 1 : 0);
+        if (r->dn) st(r->dn, r->J->f32, j, v > 0 ? 1 : 0);
     }
     *dp = -active;
     return sum;
 }
 
-/* Weights w_j = e_j / Z, e_j = exp(t v_j - max_j t v_j), constants of the gradient. */
+/* Weights w_j = e_j / Z, e_j = exp(t v_j - max_j t v_j), constants of the gradient; the
+ * first pass leaves e_j * sigmoid(v_j + margin) in dn, the second divides it by Z. */
 static double row_selfadv(const rank_row *r, double p, double *dp)
 {
     const int64_t N = r->J->N;
-    const double t = r->J->temp, mg = r->J->margin;
-    double m = -INFINITY;
-    for (int64_t j = 0; j < N; j++)
-        if (j != r->skip && t * ROW_NEG(r, j) > m) m = t * ROW_NEG(r, j);
-    double Z = 0, wsum = 0;
-    for (int64_t j = 0; j < N; j++) {
-        if (j == r->skip) continue;
-        const double e = exp(t * ROW_NEG(r, j) - m);
-        Z += e;
-        wsum += e * softplus(ROW_NEG(r, j) + mg);
+    const double t = r->J->temp, mg = r->J->margin, m = row_max(r, t);
+    double e[ROW_BLOCK], x[ROW_BLOCK], u[ROW_BLOCK], Z = 0, wsum = 0;
+    for (int64_t j0 = 0; j0 < N; j0 += ROW_BLOCK) {
+        const int64_t n = N - j0 < ROW_BLOCK ? N - j0 : ROW_BLOCK;
+        row_exp(r, j0, n, t, m, e);
+        row_soft(r, j0, n, mg, x, u);
+        for (int64_t k = 0; k < n; k++) {
+            Z += e[k];
+            if (e[k] != 0) wsum += e[k] * soft_plus(x[k], u[k]);
+        }
+        for (int64_t k = 0; r->dn && k < n; k++) x[k] = e[k] * soft_sigmoid(x[k], u[k]);
+        if (r->dn) row_store(r, j0, n, x);
     }
     *dp = -sigmoid(-(mg + p));
-    for (int64_t j = 0; j < N; j++)
-        ROW_SET(r, j, j == r->skip ? 0 : exp(t * ROW_NEG(r, j) - m) / Z * sigmoid(ROW_NEG(r, j) + mg));
+    for (int64_t j = 0; r->dn && Z > 0 && j < N; j++)
+        st(r->dn, r->J->f32, j, ld(r->dn, r->J->f32, j) / Z);
     return softplus(-(mg + p)) + (Z > 0 ? wsum / Z : 0);
 }
 

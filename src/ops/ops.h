@@ -28,6 +28,8 @@ sg_tensor *sg__op_scaled(const sg_tensor *x, double s);
  * owns (a loss's saved direction): handed over as it is when scale is 1, else scaled into
  * a new tape tensor first. Returns the status (SG_ERR_NOMEM recorded). */
 int sg__op_accum_scaled(sg_tensor *x, sg_tensor *dir, double scale);
+/* exp of x[0..n) in place, vectorised, bitwise the same on every CPU (ops/vexp.c). */
+void sg__vexp(double *x, int64_t n);
 
 /* Views t as (outer, len, inner) around dimension dim (already normalised). */
 void sg__op_split(const sg_tensor *t, int dim, int64_t *outer, int64_t *len, int64_t *inner);

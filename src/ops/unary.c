@@ -15,11 +15,13 @@
 
 typedef enum {
     UN_RELU, UN_SIGMOID, UN_TANH, UN_EXP, UN_LOG, UN_LOG_SIGMOID,
-    UN_ABS, UN_SQRT, UN_SIN, UN_COS, UN_POW, UN_CLAMP
+    UN_ABS, UN_SQRT, UN_SIN, UN_COS, UN_POW, UN_CLAMP,
+    UN_SQUARE, UN_CUBE, UN_POW32 /* sg_pow's exponents 2, 3 and 1.5, without libm's pow */
 } un_kind;
 static const char *const un_names[] = {"sg_relu", "sg_sigmoid",     "sg_tanh", "sg_exp",
                                        "sg_log",  "sg_log_sigmoid", "sg_abs",  "sg_sqrt",
-                                       "sg_sin",  "sg_cos",         "sg_pow",  "sg_clamp"};
+                                       "sg_sin",  "sg_cos",         "sg_pow",  "sg_clamp",
+                                       "sg_pow",  "sg_pow",         "sg_pow"};
 
 /* Forward (g NULL): dst = f(x). Backward: dst = the input gradient, from g, x and y = f(x).
  * p: pow's exponent (p[0]), or clamp's bounds (p[0] min, p[1] max; -inf/+inf when absent). */
@@ -78,6 +80,9 @@ SG__HOT_BODY void un_run__body(void *ud, int64_t lo, int64_t hi)
             case UN_SIN: UN_LOOP(sin(xv))
             case UN_COS: UN_LOOP(cos(xv))
             case UN_POW: UN_LOOP(pow(xv, p0))
+            case UN_SQUARE: UN_LOOP(xv * xv)
+            case UN_CUBE: UN_LOOP(xv * xv * xv)
+            case UN_POW32: UN_LOOP(xv * sqrt(xv))
             case UN_CLAMP: /* min first, then max: min > max gives max; NaN stays NaN */
                 UN_LOOP(xv < p0 ? (p0 > p1 ? p1 : p0) : xv > p1 ? p1 : xv)
             }
@@ -95,6 +100,9 @@ SG__HOT_BODY void un_run__body(void *ud, int64_t lo, int64_t hi)
             case UN_SIN: UN_GRAD_LOOP(cos(xv))
             case UN_COS: UN_GRAD_LOOP(-sin(xv))
             case UN_POW: UN_GRAD_LOOP(p0 * pow(xv, pm1)) /* exponent 0: un_backward */
+            case UN_SQUARE: UN_GRAD_LOOP(2 * xv)
+            case UN_CUBE: UN_GRAD_LOOP(3 * (xv * xv))
+            case UN_POW32: UN_GRAD_LOOP((T)1.5 * sqrt(xv))
             case UN_CLAMP: UN_G_LOOP(xv >= p0 && xv <= p1 ? gv : zero)
             }
         }
@@ -152,8 +160,15 @@ sg_tensor *sg_sin(sg_tensor *a) { return unary(UN_SIN, a); }
 sg_tensor *sg_cos(sg_tensor *a) { return unary(UN_COS, a); }
 
 /* x^exponent by the C library's pow in the dtype (the exponent rounded to it); gradient
- * exponent * x^(exponent - 1) * g, and exactly 0 for exponent 0 (also at x = 0). */
-sg_tensor *sg_pow(sg_tensor *a, double exponent) { return unary_p(UN_POW, a, exponent, 0); }
+ * exponent * x^(exponent - 1) * g, and exactly 0 for exponent 0 (also at x = 0). The
+ * exponents 2, 3 and 1.5 (N3's cube and complex modulus cube) are products and a sqrt,
+ * within an ulp or two of pow and several times faster. */
+sg_tensor *sg_pow(sg_tensor *a, double exponent)
+{
+    const un_kind kind = exponent == 2 ? UN_SQUARE : exponent == 3 ? UN_CUBE
+                       : exponent == 1.5 ? UN_POW32 : UN_POW;
+    return unary_p(kind, a, exponent, 0);
+}
 
 /* Absent bounds become -inf/+inf, which clamp nothing and pass every non-NaN gradient. */
 sg_tensor *sg_clamp(sg_tensor *a, const double *min, const double *max)

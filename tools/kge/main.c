@@ -182,8 +182,9 @@ static int on_event(void *ud, const sg_event *e)
     kge_printer *p = ud;
     if (e->kind == SG_EVENT_STEP) on_step(p, e);
     else if (e->kind == SG_EVENT_EPOCH) on_epoch(p, e);
-    else if (e->kind == SG_EVENT_SAVE && p->log) fflush(p->log);
-    else if (e->kind == SG_EVENT_INFO && p->f->progress) fprintf(stderr, KGE_PROG ": %s\n", e->message);
+    /* an epoch's record is on disk when its epoch ends (runs are long; a reader follows) */
+    if ((e->kind == SG_EVENT_EPOCH || e->kind == SG_EVENT_SAVE) && p->log) fflush(p->log);
+    if (e->kind == SG_EVENT_INFO && p->f->progress) fprintf(stderr, KGE_PROG ": %s\n", e->message);
     return 0;
 }
 
