@@ -6,8 +6,9 @@ context: threads, seed, the tape), ``tensor`` (Tensor, from_numpy, coo), ``dlpac
 (from_dlpack: memory shared with PyTorch and numpy), ``ops`` (the differentiable ops,
 PyTorch's names), ``autograd`` (clipping, gradcheck), ``nn`` (modules and
 ``nn.functional``), ``optim`` (optimizers and learning-rate schedulers), the trainers
-``Word2Vec``/``KeyedVectors`` and ``fasttext``, and ``sgrad.torch`` (PyTorch modules
-whose tables live in sgrad; imported on demand, the only module that imports torch).
+``Word2Vec``/``KeyedVectors``, ``fasttext`` and ``kge`` (knowledge-graph embeddings), and
+``sgrad.torch`` (PyTorch modules whose tables live in sgrad; imported on demand, the only
+module that imports torch).
 This module only re-exports.
 """
 from ._lib import lib
@@ -26,10 +27,11 @@ from .word2vec import Word2Vec, KeyedVectors
 from .checkpoint import save_checkpoint, load_checkpoint, read_checkpoint_meta
 from .plot import plot_training
 from . import fasttext  # noqa: F401
+from . import kge  # noqa: F401
 
 __version__ = lib.sg_version().decode()
 
 __all__ = (["Context", "default_context", "no_grad", "Tensor", "from_numpy", "from_dlpack",
             "coo", "clip_grad_norm", "clip_grad_value", "gradcheck", "optim", "nn", "Word2Vec",
             "KeyedVectors", "save_checkpoint", "load_checkpoint", "read_checkpoint_meta",
-            "plot_training", "fasttext"] + _errors_all + _ops_all)
+            "plot_training", "fasttext", "kge"] + _errors_all + _ops_all)

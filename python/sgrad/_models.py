@@ -1,5 +1,6 @@
-"""Finds and loads libsgrad_models.so (the trainers' library, include/sgrad_models.h) and
-declares the C signatures and structs the package calls.
+"""Finds and loads libsgrad_models.so (the trainers' library, include/sgrad_models.h and
+include/sgrad_kge.h) and declares the C signatures and structs the package calls; each
+Structure mirrors its C struct field for field, in order.
 
 Search order, as _lib.py's for libsgrad.so: the SGRAD_MODELS_LIBRARY environment variable
 (a path; an explicit choice, nothing else is tried), the libsgrad_models.so inside this
@@ -44,7 +45,7 @@ class Event(ctypes.Structure):
                 ("words_done", c_int64), ("total_words", c_int64), ("steps", c_int64),
                 ("examples", c_int64), ("loss", c_double), ("lr", c_double),
                 ("elapsed_s", c_double), ("threads", c_int), ("level", c_int),
-                ("message", c_char_p)]
+                ("message", c_char_p), ("valid_mrr", c_double)]
 
 
 EVENT_FN = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.POINTER(Event))
@@ -59,7 +60,7 @@ class W2VOpts(ctypes.Structure):
                 ("sample", c_double), ("alpha", c_double), ("seed", c_uint64),
                 ("engine", c_int), ("checkpoint", c_char_p), ("resume", c_char_p),
                 ("verbose", c_int), ("on_event", EVENT_FN), ("event_ud", c_void_p),
-                ("merger", c_void_p), ("prefetch_min", c_int64)]
+                ("merger", c_void_p), ("prefetch_min", c_int64), ("epoch_words", c_int64)]
 
 
 class W2VResult(ctypes.Structure):
@@ -97,8 +98,35 @@ class FTResult(ctypes.Structure):
                 ("steps", c_int64), ("seconds", c_double), ("final_loss", c_double)]
 
 
+class KGEOpts(ctypes.Structure):
+    """sgrad_kge.h's sg_kge_opts (the enums are C ints)."""
+    _fields_ = [("model", c_int), ("dim", c_int), ("epochs", c_int), ("batch", c_int64),
+                ("chunk", c_int64), ("negs", c_int64), ("chunk_negs", c_int), ("loss", c_int),
+                ("margin", c_double), ("adv_temp", c_double), ("reciprocal", c_int),
+                ("reg", c_int), ("reg_coef", c_double), ("optim", c_int), ("lr", c_double),
+                ("init_scale", c_double), ("threads", c_int), ("seed", c_uint64),
+                ("eval_every", c_int), ("max_eval", c_int64), ("checkpoint", c_char_p),
+                ("save_every", c_int64), ("resume", c_char_p), ("verbose", c_int),
+                ("on_event", EVENT_FN), ("event_ud", c_void_p)]
+
+
+class KGEResult(ctypes.Structure):
+    _fields_ = [("entities", c_int64), ("relations", c_int64), ("entities_train", c_int64),
+                ("relations_train", c_int64), ("train_edges", c_int64), ("valid_edges", c_int64),
+                ("test_edges", c_int64), ("steps", c_int64), ("edges", c_int64),
+                ("epochs_done", c_int), ("seconds", c_double), ("edges_per_sec", c_double),
+                ("final_loss", c_double), ("valid_mrr", c_double), ("refused", c_bool)]
+
+
+class KGEMetrics(ctypes.Structure):
+    _fields_ = [("mrr", c_double), ("hits1", c_double), ("hits3", c_double),
+                ("hits10", c_double), ("mr", c_double), ("count", c_int64),
+                ("unseen", c_int64), ("unknown", c_int64)]
+
+
 E = ctypes.POINTER(ModelError)
 CPP = ctypes.POINTER(c_char_p)
+IP = ctypes.POINTER(c_int)
 
 _SIGNATURES = {
     "sg_model_status_string": (c_char_p, [c_int]),
@@ -109,6 +137,7 @@ _SIGNATURES = {
     "sg_vocab_new": (P, []),
     "sg_vocab_free": (None, [P]),
     "sg_vocab_add_tokens": (c_int, [P, CPP, c_int64, E]),
+    "sg_vocab_count_file": (c_int, [P, c_char_p, E]),
     "sg_vocab_size": (c_int64, [P]),
     "sg_vocab_word": (c_char_p, [P, c_int64]),
     "sg_vocab_count": (c_int64, [P, c_int64]),
@@ -118,6 +147,9 @@ _SIGNATURES = {
     "sg_w2v_opts_default": (W2VOpts, []),
     "sg_w2v_new": (P, [ctypes.POINTER(W2VOpts), E]),
     "sg_w2v_free": (None, [P]),
+    "sg_w2v_options": (W2VOpts, [P]),
+    "sg_w2v_set_options": (c_int, [P, ctypes.POINTER(W2VOpts), E]),
+    "sg_w2v_threads": (c_int, [P]),
     "sg_w2v_build_vocab": (c_int, [P, c_char_p, P, E]),
     "sg_w2v_vocab": (P, [P]),
     "sg_w2v_train_file": (c_int, [P, c_char_p, ctypes.POINTER(W2VResult), E]),
@@ -152,6 +184,35 @@ _SIGNATURES = {
     "sg_ft_sentence_vector": (c_int, [P, CPP, c_int64, c_bool, F32P, E]),
     "sg_ft_predict": (c_int, [P, CPP, c_int64, c_bool, F64P, I64P, I64P, c_int64, I64P, E]),
     "sg_ft_nearest": (c_int64, [P, F32P, c_int64, I64P, c_int, I64P, F64P]),
+    "sg_kge_model_name": (c_char_p, [c_int]),
+    "sg_kge_loss_name": (c_char_p, [c_int]),
+    "sg_kge_optim_name": (c_char_p, [c_int]),
+    "sg_kge_reg_name": (c_char_p, [c_int]),
+    "sg_kge_model_parse": (c_int, [c_char_p, IP]),
+    "sg_kge_loss_parse": (c_int, [c_char_p, IP]),
+    "sg_kge_optim_parse": (c_int, [c_char_p, IP]),
+    "sg_kge_reg_parse": (c_int, [c_char_p, IP]),
+    "sg_kge_opts_default": (KGEOpts, [c_int]),
+    "sg_kge_opts_check": (c_int, [ctypes.POINTER(KGEOpts), E]),
+    "sg_kge_new": (P, [ctypes.POINTER(KGEOpts), E]),
+    "sg_kge_free": (None, [P]),
+    "sg_kge_train_files": (c_int, [P, c_char_p, c_char_p, c_char_p, ctypes.POINTER(KGEResult), E]),
+    "sg_kge_evaluate": (c_int, [P, c_char_p, CPP, c_int, ctypes.POINTER(KGEMetrics), E]),
+    "sg_kge_predict_tails": (c_int, [P, c_char_p, c_char_p, c_int, I64P, F32P, CPP, IP, E]),
+    "sg_kge_predict_heads": (c_int, [P, c_char_p, c_char_p, c_int, I64P, F32P, CPP, IP, E]),
+    "sg_kge_save": (c_int, [P, c_char_p, E]),
+    "sg_kge_load": (P, [c_char_p, c_int, E]),
+    "sg_kge_export": (c_int, [P, c_char_p, E]),
+    "sg_kge_options": (ctypes.POINTER(KGEOpts), [P]),
+    "sg_kge_entities": (c_int64, [P]),
+    "sg_kge_relations": (c_int64, [P]),
+    "sg_kge_entities_train": (c_int64, [P]),
+    "sg_kge_relations_train": (c_int64, [P]),
+    "sg_kge_entity_name": (c_char_p, [P, c_int64]),
+    "sg_kge_relation_name": (c_char_p, [P, c_int64]),
+    "sg_kge_find_entity": (c_int64, [P, c_char_p]),
+    "sg_kge_find_relation": (c_int64, [P, c_char_p]),
+    "sg_kge_table": (F32P, [P, c_int, I64P, I64P]),
 }
 
 

@@ -16,16 +16,23 @@ hs -hs, sample -sample, min_count -min-count, epochs -iter, sg (1 skip-gram, 0 C
 architectures; word2vec.c's CBOW default 0.05 is not used). The model does not depend on
 ``workers`` (deterministic mode, hogwild off).
 
+Continued training is gensim's: ``train`` called again on a trained model, or on
+``Word2Vec.load``'s, trains the vectors on (sg_w2v_train_* on a model holding tables): the
+vocabulary stays (words outside it are skipped), the learning rate falls again from alpha
+over the call's epochs, and the random stream goes on from where the last call left it.
+The model file records that stream, so save, load and train gives bitwise the vectors of
+training on in the process.
+
 Where sgrad differs from gensim (each an error, never a silent difference): the learning
-rate falls as word2vec.c's, linearly from alpha to alpha * 1e-4 over the run, so only
-gensim's default ``min_alpha`` is accepted; ``max_vocab_size``, ``max_final_vocab``,
-``trim_rule``, ``ns_exponent`` other than 0.75, ``cbow_mean=0``, ``null_word``,
-``sorted_vocab=0``, ``shrink_windows=False``, ``hashfxn``, ``batch_words``,
-``start_alpha``/``end_alpha``/``word_count`` of train and ``build_vocab(update=True)``
-raise NotImplementedError naming the argument; so does training a model a second time
-(the C API has no continued training of a trained or loaded model). ``save`` writes
-sgrad's model file (safetensors: tables, vocabulary with counts, options), not a pickle;
-``Word2Vec.load`` reads it (or a training checkpoint of sgrad-w2v).
+rate falls as word2vec.c's, linearly by words from alpha to alpha * 1e-4 over a training
+call, so only gensim's default ``min_alpha`` (and ``end_alpha``) is accepted;
+``max_vocab_size``, ``max_final_vocab``, ``trim_rule``, ``ns_exponent`` other than 0.75,
+``cbow_mean=0``, ``null_word``, ``sorted_vocab=0``, ``shrink_windows=False``, ``hashfxn``,
+``batch_words``, ``word_count`` of train and ``build_vocab(update=True)`` (a model's
+vocabulary is fixed once built) raise NotImplementedError naming the argument. ``save``
+writes sgrad's model file (safetensors: tables, vocabulary with counts, options, the
+random stream), not a pickle; ``Word2Vec.load`` reads it (or a training checkpoint of
+sgrad-w2v).
 """
 import ctypes
 import os
@@ -425,9 +432,13 @@ training call returns; before training they are zeros, not gensim's random start
         o.iter, o.threads, o.cbow, o.hogwild = self.epochs, self.workers, 1 - self.sg, 0
         o.min_count, o.sample, o.alpha, o.seed = self.min_count, float(self.sample), float(self.alpha), self.seed
         o.verbose = 0
-        self._event_fn = M.EVENT_FN(self._on_event)  # kept alive as long as the model
-        o.on_event = self._event_fn
+        o.on_event = self._event_callback()
         return o
+
+    def _event_callback(self) -> Any:
+        if getattr(self, "_event_fn", None) is None:
+            self._event_fn = M.EVENT_FN(self._on_event)  # kept alive as long as the model
+        return self._event_fn
 
     def build_vocab(self, corpus_iterable: Optional[Iterable[List[str]]] = None,
                     corpus_file: Optional[_Path] = None, update: bool = False,
@@ -440,8 +451,9 @@ training call returns; before training they are zeros, not gensim's random start
         tokens counted. NotImplementedError for update=True or a trim_rule;
         FileNotFoundError for a missing corpus_file."""
         if update:
-            raise NotImplementedError("build_vocab: update=True (the C API has no vocabulary "
-                                      "update of a built model)")
+            raise NotImplementedError("build_vocab: update=True (libsgrad_models keeps a "
+                                      "model's vocabulary fixed once built; train() on new "
+                                      "sentences trains on, skipping words outside it)")
         if trim_rule is not None:
             raise NotImplementedError("build_vocab: trim_rule")
         if (corpus_iterable is None) == (corpus_file is None):
@@ -601,25 +613,28 @@ training call returns; before training they are zeros, not gensim's random start
               start_alpha: Optional[float] = None, end_alpha: Optional[float] = None,
               word_count: int = 0, queue_factor: int = 2, report_delay: float = 1.0,
               compute_loss: Optional[bool] = None, callbacks: Sequence[Any] = ()) -> Tuple[int, int]:
-        """Trains the model whose vocabulary build_vocab made on corpus_iterable or
-        corpus_file, in this process with the GIL released, and returns (words trained on,
-        tokens read) as gensim's (effective words, raw words). ``epochs`` must be the
-        model's (as gensim requires it given); total_examples / total_words must be the
-        counts build_vocab found (the learning rate falls over the counted corpus).
+        """Trains the model whose vocabulary build_vocab made (or ``Word2Vec.load`` read) on
+        corpus_iterable or corpus_file, in this process with the GIL released, and returns
+        (words trained on, tokens read) as gensim's (effective words, raw words). Called
+        again, or on a loaded model, it trains the vectors on (gensim's continued
+        training): the vocabulary stays (words outside it are skipped) and the learning
+        rate falls again from alpha. As gensim's, ``epochs`` (required) becomes
+        ``self.epochs`` and ``start_alpha`` ``self.alpha``; the learning rate falls over
+        ``total_words`` tokens per epoch, or over the corpus's tokens scaled to
+        ``total_examples`` sentences (counted here, except in the first call with
+        build_vocab's ``corpus_count``, where build_vocab's count is used).
         ``callbacks`` and ``compute_loss`` as gensim's (as there, the callbacks given to
-        Word2Vec(...) serve the training it starts itself; train uses its own). A model
-        trains once: NotImplementedError for a second call (no continued training in the
-        C API), RuntimeError before build_vocab. KeyboardInterrupt after Ctrl-C (the
-        model keeps its last step's vectors)."""
+        Word2Vec(...) serve the training it starts itself; train uses its own).
+        RuntimeError before build_vocab; ValueError for missing counts or epochs;
+        NotImplementedError for end_alpha other than 0.0001 or a word_count.
+        KeyboardInterrupt after Ctrl-C (the model keeps its last step's vectors, and a
+        later train goes on from them)."""
         if self._handle is None:
             raise RuntimeError("you must first build vocabulary before training the model")
-        if self._trained:
-            raise NotImplementedError("train: continued training of a trained or loaded "
-                                      "model (libsgrad_models has no continued training)")
-        for name, value in (("start_alpha", start_alpha), ("end_alpha", end_alpha)):
-            if value is not None:
-                raise NotImplementedError(f"train: {name} (the learning rate falls from "
-                                          "alpha as word2vec.c's)")
+        if end_alpha is not None and end_alpha != _NOT_YET["min_alpha"]:
+            raise NotImplementedError(f"train: end_alpha={end_alpha!r} (the learning rate falls "
+                                      "to alpha * 1e-4 as word2vec.c's; only gensim's default "
+                                      "min_alpha 0.0001 is accepted)")
         if word_count:
             raise NotImplementedError("train: word_count")
         if (corpus_iterable is None) == (corpus_file is None):
@@ -627,23 +642,19 @@ training call returns; before training they are zeros, not gensim's random start
         if total_examples is None and total_words is None:
             raise ValueError("You must specify either total_examples or total_words, for "
                              "proper learning-rate and progress calculations.")
-        if epochs is None:
-            raise ValueError("You must specify an explicit epochs count.")
-        if epochs != self.epochs:
-            raise NotImplementedError(f"train: epochs={epochs} other than the model's "
-                                      f"{self.epochs} (set epochs= in Word2Vec(...))")
-        if total_examples is not None and total_examples != self.corpus_count:
-            raise NotImplementedError(f"train: total_examples={total_examples} other than "
-                                      f"build_vocab's {self.corpus_count}")
-        if total_examples is None and total_words != self.corpus_total_words:
-            raise NotImplementedError(f"train: total_words={total_words} other than "
-                                      f"build_vocab's {self.corpus_total_words}")
+        if epochs is None or not 1 <= epochs <= 100000:
+            raise ValueError("You must specify an explicit epochs count (in [1, 100000]).")
+        if start_alpha is not None and not 0 < start_alpha <= 10:
+            raise ValueError(f"train: start_alpha must be in (0, 10], not {start_alpha!r}")
         mm = M.models()
         path = None
         if corpus_file is not None:
             path = check_input_file(corpus_file, "train: corpus_file")
         else:
             _check_restartable(corpus_iterable, "corpus_iterable")
+        words = self._epoch_words(corpus_iterable, path, total_examples, total_words)
+        self.epochs, self.alpha = epochs, start_alpha or self.alpha
+        self._set_options(words)
         if compute_loss is not None:
             self.compute_loss = bool(compute_loss)
         self._callbacks = self.callbacks = tuple(callbacks)  # gensim's: train's own only
@@ -655,7 +666,7 @@ training call returns; before training they are zeros, not gensim's random start
         for cb in self._callbacks:
             getattr(cb, "on_epoch_begin", lambda m: None)(self)
         res, err = M.W2VResult(), M.ModelError()
-        self._trained = True  # a stopped run is not resumed either
+        self._trained = True  # from here on the tables are trained on (after a stop too)
         self._guard = M.SigintGuard()
         with self._guard:
             if path is not None:
@@ -676,6 +687,50 @@ training call returns; before training they are zeros, not gensim's random start
             getattr(cb, "on_train_end", lambda m: None)(self)
         return int(res.tokens), int(res.tokens)
 
+    def _epoch_words(self, corpus: Any, path: Optional[str], total_examples: Optional[int],
+                     total_words: Optional[int]) -> int:
+        """The tokens per epoch the learning rate falls over (0: build_vocab's count)."""
+        if total_words is not None:  # 0: build_vocab's count, as the C API takes it
+            if total_words < 0:
+                raise ValueError(f"train: total_words must be >= 0, not {total_words!r}")
+            return int(total_words)
+        if total_examples < 1:
+            raise ValueError(f"train: total_examples must be >= 1, not {total_examples!r}")
+        if not self._trained and total_examples == self.corpus_count:
+            return 0
+        words, sentences = self._count_corpus(corpus, path)
+        return max(1, round(words * total_examples / max(sentences, 1)))
+
+    @staticmethod
+    def _count_corpus(corpus: Any, path: Optional[str]) -> Tuple[int, int]:
+        """(tokens, sentences) of a corpus file (counted in C) or of sentences."""
+        if path is None:
+            words = sentences = 0
+            for sentence in corpus:
+                words += len(sentence)
+                sentences += 1
+            return words, sentences
+        mm, err = M.models(), M.ModelError()
+        v = mm.sg_vocab_new()
+        if not v:
+            raise MemoryError("train: out of memory")
+        try:
+            if mm.sg_vocab_count_file(v, os.fsencode(path), ctypes.byref(err)):
+                M.raise_error(err, "train", path)
+            return int(mm.sg_vocab_tokens(v)), int(mm.sg_vocab_lines(v))
+        finally:
+            mm.sg_vocab_free(v)
+
+    def _set_options(self, epoch_words: int) -> None:
+        """The coming training call's options: the model's, with this object's epochs,
+        alpha, workers and event callback, and epoch_words."""
+        mm, err = M.models(), M.ModelError()
+        o = mm.sg_w2v_options(self._handle.ptr)
+        o.iter, o.alpha, o.threads, o.epoch_words = self.epochs, float(self.alpha), self.workers, epoch_words
+        o.verbose, o.on_event = 0, self._event_callback()
+        if mm.sg_w2v_set_options(self._handle.ptr, ctypes.byref(o), ctypes.byref(err)):
+            M.raise_error(err, "train")
+
     def get_latest_training_loss(self) -> float:
         """The loss summed over the steps of the latest train call (compute_loss=True;
         0.0 otherwise), as gensim's running_training_loss."""
@@ -695,9 +750,11 @@ training call returns; before training they are zeros, not gensim's random start
 
     @classmethod
     def load(cls, fname: _Path) -> "Word2Vec":
-        """A model saved by ``save`` (or a checkpoint of sgrad-w2v -checkpoint), for
-        queries (``.wv``); it cannot be trained further (NotImplementedError).
-        FileNotFoundError for a missing file, sgrad.FormatError for a damaged one."""
+        """A model saved by ``save`` (or a checkpoint of sgrad-w2v -checkpoint) with the
+        options it was trained with, for queries (``.wv``) or to train on (``train``,
+        gensim's continued training; a checkpoint records no corpus token count, so give it
+        ``total_words``). ``workers``: every core. FileNotFoundError for a missing file,
+        sgrad.FormatError for a damaged one."""
         path = check_input_file(fname, "Word2Vec.load")
         err = M.ModelError()
         mm = M.models()
@@ -706,9 +763,15 @@ training call returns; before training they are zeros, not gensim's random start
             M.raise_error(err, "Word2Vec.load", path)
         self = cls.__new__(cls)
         self._handle, self._trained = _Handle(ptr), True
-        self.vector_size = int(mm.sg_w2v_dim(ptr))
+        o = mm.sg_w2v_options(ptr)
+        self.vector_size, self.window, self.negative, self.hs = o.size, o.window, o.negative, o.hs
+        self.sg, self.sample, self.epochs, self.seed = 1 - o.cbow, o.sample, o.iter, o.seed
+        self.alpha = o.alpha if o.alpha > 0 else (0.05 if o.cbow else 0.025)
+        self.min_count, self.workers = o.min_count, max(1, mm.sg_w2v_threads(ptr))
+        self.min_alpha, self.ns_exponent, self.cbow_mean, self.comment = 0.0001, 0.75, 1, None
         self.callbacks, self.compute_loss, self.running_training_loss = (), False, 0.0
         self.training_log = []
         self._refresh_wv()
-        self.corpus_count, self.corpus_total_words = 0, 0
+        v = mm.sg_w2v_vocab(ptr)
+        self.corpus_count, self.corpus_total_words = int(mm.sg_vocab_lines(v)), int(mm.sg_vocab_tokens(v))
         return self

@@ -213,10 +213,53 @@ def test_build_vocab_train_callbacks_loss_save_load(corpus, tmp_path):
     assert back.wv.index_to_key == model.wv.index_to_key
     assert back.wv.vectors.tobytes() == model.wv.vectors.tobytes()
     assert back.wv.most_similar("t0w0", topn=3) == model.wv.most_similar("t0w0", topn=3)
-    with pytest.raises(NotImplementedError, match="continued training"):
-        model.train(corpus_iterable=sents, total_examples=800, epochs=3)
-    with pytest.raises(NotImplementedError, match="continued training"):
-        back.train(corpus_iterable=sents, total_examples=800, epochs=3)
+    assert (back.window, back.negative, back.sg, back.epochs, back.seed, back.min_count) == \
+        (3, 4, 1, 3, 11, 2)
+    assert (back.corpus_count, back.corpus_total_words) == (800, 6400)
+    # continued training: in the process, and after save and load, the same bits
+    trained = model.wv.vectors.copy()
+    model.train(corpus_iterable=sents, total_examples=800, epochs=1, callbacks=[rec])
+    back.train(corpus_iterable=sents, total_examples=800, epochs=1)
+    assert model.epochs == back.epochs == 1
+    assert back.wv.index_to_key == model.wv.index_to_key and len(model.wv) == 48
+    assert not np.array_equal(trained, model.wv.vectors)
+    assert back.wv.vectors.tobytes() == model.wv.vectors.tobytes()
+    assert rec.calls[-4:-1] == ["train_begin", "epoch_begin", rec.calls[-2]] and \
+        rec.calls[-1] == "train_end"
+
+
+def test_continued_training_as_gensims_script(corpus, tmp_path):
+    """gensim's own continued-training script: train on more sentences (some words new,
+    skipped) for the model's epochs; the learning rate falls from alpha again; the corpus
+    as a file or as sentences, in the process or after save and load, gives the same
+    vectors."""
+    sentences = sentences_of(corpus)[:400]
+    more_sentences = [s + ["unseen"] for s in sentences_of(corpus)[400:]]
+    model = sgrad.Word2Vec(sentences, min_count=1, vector_size=16, workers=2)
+    words, first = list(model.wv.index_to_key), model.wv.vectors.copy()
+    path = tmp_path / "first.sgw2v"
+    model.save(str(path))
+    model.train(more_sentences, total_examples=len(more_sentences), epochs=model.epochs)
+    assert model.wv.index_to_key == words and "unseen" not in model.wv
+    assert not np.array_equal(first, model.wv.vectors)
+    steps = [r for r in model.training_log if r["steps"]]
+    assert steps[0]["lr"] > 0.9 * model.alpha and model.training_log[-1]["progress"] == 1.0
+    assert min(r["lr"] for r in steps) < 0.05 * model.alpha
+    more_file = tmp_path / "more.txt"
+    more_file.write_text("".join(" ".join(s) + "\n" for s in more_sentences))
+    for source in ("sentences", "file"):
+        back = sgrad.Word2Vec.load(str(path))
+        assert back.wv.vectors.tobytes() == first.tobytes()
+        if source == "file":
+            back.train(corpus_file=str(more_file), total_examples=len(more_sentences),
+                       epochs=back.epochs)
+        else:
+            back.train(more_sentences, total_examples=len(more_sentences), epochs=back.epochs)
+        assert back.wv.vectors.tobytes() == model.wv.vectors.tobytes(), source
+    # total_words instead: the same count, the same vectors
+    again = sgrad.Word2Vec.load(str(path))
+    again.train(more_sentences, total_words=sum(map(len, more_sentences)), epochs=5)
+    assert again.wv.vectors.tobytes() == model.wv.vectors.tobytes()
 
 
 def test_bad_arguments_are_refused_before_training(corpus, tmp_path):
@@ -248,8 +291,13 @@ def test_bad_arguments_are_refused_before_training(corpus, tmp_path):
     with pytest.raises(RuntimeError, match="build vocabulary"):
         m.train(corpus_iterable=[["a"]], total_examples=1, epochs=5)
     m.build_vocab(corpus_iterable=[["a", "b"]])
-    with pytest.raises(NotImplementedError, match="epochs"):
-        m.train(corpus_iterable=[["a", "b"]], total_examples=1, epochs=2)
+    for kw, name in [(dict(epochs=None), "epochs"), (dict(epochs=0), "epochs"),
+                     (dict(total_examples=None), "total_examples"),
+                     (dict(start_alpha=-1.0), "start_alpha"), (dict(total_words=-1), "total_words")]:
+        with pytest.raises(ValueError, match=name):
+            m.train(corpus_iterable=[["a", "b"]], **dict(dict(total_examples=1, epochs=2), **kw))
+    with pytest.raises(NotImplementedError, match="end_alpha"):
+        m.train(corpus_iterable=[["a", "b"]], total_examples=1, epochs=2, end_alpha=0.01)
     with pytest.raises(NotImplementedError, match="update"):
         m.build_vocab(corpus_iterable=[["a"]], update=True)
 
