@@ -93,11 +93,11 @@ typedef struct {
     void *event_ud;
 } sg_kge_opts;
 
-/* The defaults of model: dim 200, 10 epochs, chunk-negs 1, seed 1, max-eval 1000; DistMult
- * and ComplEx as kbc's ComplEx-N3 (softmax loss, reciprocal, N3 0.05, Adagrad lr 0.1),
- * batch = chunk = 1000 edges with 1000 negatives; TransE and RotatE as RotatE's code
- * (selfadv loss, margin 6, adv-temp 0.5, lazy-adam lr 1e-3, no reciprocal, no N3),
- * batch = chunk = 512 edges with 256 negatives. Starting points, not tuned values. */
+/* The defaults of model: dim 400, chunk-negs 0, seed 1, max-eval 1000; DistMult and
+ * ComplEx as kbc's ComplEx-N3 (softmax loss, reciprocal, N3 0.05, Adagrad lr 0.1), 30
+ * epochs, batch = chunk = 1000 edges with 1000 negatives; TransE and RotatE with RotatE's
+ * loss (selfadv, margin 6, adv-temp 0.5; no reciprocal, no N3), lazy-adam lr 0.01, 25
+ * epochs, batch = chunk = 512 edges with 512 negatives. How they were chosen: docs/kge.md. */
 SG_API sg_kge_opts sg_kge_opts_default(sg_kge_model model);
 /* SG_OK when opts can train (ranges, an even dim for complex and rotate, loss and model
  * combinations), else SG_ERR_ARG naming the option as its flag. */
@@ -138,6 +138,48 @@ SG_API void sg_kge_free(sg_kge *m);
  * the model is that of the last step. res may be NULL. */
 SG_API int sg_kge_train_files(sg_kge *m, const char *train, const char *valid, const char *test,
                               sg_kge_result *res, sg_model_error *err);
+/* Training by P processes (mpirun; the program's tools/kge/dist.c implements it over
+ * sgrad_dist.h, so this library needs no MPI). Every rank calls sg_kge_train_files with
+ * the same options and files. Each step is one global batch: every chunk's units (its
+ * queries with reciprocal relations, else its edges) are cut into P contiguous slices and
+ * rank r scores slice r against the chunk's negatives (the stream keyed by seed, epoch,
+ * batch and chunk, as in one process). The entity table is sharded by row range (each
+ * rank holds its rows and their optimizer state); the relation table is replicated and
+ * its gradient summed over the ranks before the same step on every rank. Every call below
+ * is collective: every rank makes it, in the same order. Each returns 0, or -1 with *err
+ * set (the same on every rank where the failure is agreed). */
+typedef struct sg_kge_dist sg_kge_dist;
+struct sg_kge_dist {
+    int rank, ranks;
+    /* The sharded (rows, dim) f32 table on ctx (the tables' context): this rank's shard
+     * (persistent, requiring grad, zeros) holding global rows [*begin, *end); NULL on error. */
+    sg_tensor *(*table)(sg_kge_dist *d, sg_ctx *ctx, int64_t rows, int64_t dim, int64_t *begin, int64_t *end,
+                        sg_model_error *err);
+    /* The rows idx (int64, 1-D, any length including 0) of the table: a tape tensor whose
+     * gradient backward() sends to the rows' owners; NULL on error. */
+    sg_tensor *(*lookup)(sg_kge_dist *d, sg_tensor *idx, sg_model_error *err);
+    int (*backward)(sg_kge_dist *d, sg_model_error *err);
+    /* rel's gradient replaced by the sum over the ranks (no averaging). */
+    int (*reduce)(sg_kge_dist *d, sg_tensor *rel, sg_model_error *err);
+    /* x[0..n) replaced by its sum over the ranks, the same on every rank. */
+    int (*sum)(sg_kge_dist *d, double *x, int n, sg_model_error *err);
+    /* The whole table, row-major (rows x dim floats), into full on every rank. */
+    int (*gather)(sg_kge_dist *d, float *full, sg_model_error *err);
+    /* The shard and opt's state (opt's one parameter is the shard) to or from
+     * "<path>.<rank>-of-<ranks>"; load refuses another rank count. */
+    int (*save)(sg_kge_dist *d, const char *path, sg_optim *opt, sg_model_error *err);
+    int (*load)(sg_kge_dist *d, const char *path, sg_optim *opt, sg_model_error *err);
+    /* Frees the table (after training; the shard goes with it). */
+    void (*release)(sg_kge_dist *d);
+    void *impl;
+};
+/* Trains m's later sg_kge_train_files calls as rank d->rank of d->ranks (d NULL or
+ * d->ranks 1: one process). d stays the caller's and must outlive those calls. The
+ * trained model is whole on every rank afterwards (the ranks' shards gathered); a
+ * checkpoint (opts.checkpoint) is the shards' files beside one file of the replicated
+ * relation table, optimizer and position that rank 0 writes at the path itself; a resume
+ * is refused, before training, when the checkpoint was made by another rank count. */
+SG_API void sg_kge_set_dist(sg_kge *m, sg_kge_dist *d);
 /* Filtered ranking of the triples of test (a TSV file) against every entity, tails and
  * heads, with the known triples of filters[0..n_filters) removed (the test triple itself
  * is always ranked). Triples naming a name the model has no row for are left out and

@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "  sgrad-kge train -train F [-valid F] [-test F] -output MODEL [options]\n"
             "    -model M       transe_l1|transe_l2|distmult|complex|rotate (complex); the\n"
             "                   other defaults follow the model (sgrad_kge.h)\n"
-            "    -dim N         reals per entity (200; even for complex and rotate)\n"
+            "    -dim N         reals per entity (400; even for complex and rotate)\n"
             "    -epochs N      -batch N (edges per step)  -chunk N (edges sharing negatives)\n"
             "    -negs N        uniform negatives per chunk  -chunk-negs 0|1 (the chunk's own\n"
             "                   true entities as negatives too)\n"
@@ -37,6 +37,12 @@ static void usage(FILE *f)
             "                   options and files)\n"
             "    -log F         JSON lines: one per epoch, the test metrics last\n"
             "    -progress 0|1  the progress line on stderr (1)\n"
+            "    -stop-after N  stop once the run has made N steps, as an interrupted run (the\n"
+            "                   last -save-every checkpoint stays; no model is written)\n"
+            "    under mpirun -np P: the entity table sharded over the ranks (each holds\n"
+            "                   about 1/P of its rows), every batch split over them; rank 0\n"
+            "                   writes -output and -log; -checkpoint F is F (rank 0) plus one\n"
+            "                   F.<rank>-of-<P> per rank, resumed by the same P only\n"
             "  sgrad-kge eval MODEL -test F [-filter F,F,...] [-threads N]\n"
             "                   filtered ranking, one JSON line: mrr, hits@1, hits@3, hits@10,\n"
             "                   mr, count, unseen, unknown\n"
@@ -50,6 +56,7 @@ typedef struct {
     sg_kge_opts o;
     const char *train, *valid, *test, *output, *log;
     int progress;
+    int64_t stop_after; /* -stop-after: stop once the run's steps reach it (0: never) */
 } kge_flags;
 
 /* An enum flag's value through parse. */
@@ -85,6 +92,7 @@ static int parse_flag(kge_flags *f, const char *k, const char *a)
     else if (!strcmp(k, "-max-eval")) ok = tc_parse_int(a, 0, INT64_MAX, &o->max_eval);
     else if (!strcmp(k, "-save-every")) ok = tc_parse_int(a, 0, INT64_MAX, &o->save_every);
     else if (!strcmp(k, "-progress")) ok = tc_parse_int(a, 0, 1, &n), f->progress = (int)n;
+    else if (!strcmp(k, "-stop-after")) ok = tc_parse_int(a, 0, INT64_MAX, &f->stop_after);
     else if (!strcmp(k, "-margin")) ok = tc_parse_real(a, -1e6, 1e6, &o->margin);
     else if (!strcmp(k, "-adv-temp")) ok = tc_parse_real(a, 0, 1e6, &o->adv_temp);
     else if (!strcmp(k, "-reg-coef")) ok = tc_parse_real(a, 0, 1e6, &o->reg_coef);
@@ -114,8 +122,8 @@ static int parse_train(int argc, char **argv, kge_flags *f)
 }
 
 /* The checks before any work: required flags, options, inputs readable, outputs
- * writable. 0, or 2 with a message. */
-static int check_train(const kge_flags *f)
+ * writable (by the one that writes them: rank 0 under mpirun). 0, or 2 with a message. */
+static int check_train(const kge_flags *f, bool writes)
 {
     sg_model_error err;
     if (!f->train || !f->output)
@@ -127,6 +135,7 @@ static int check_train(const kge_flags *f)
     if (f->valid) ok = kge_check_input("-valid", f->valid) && ok;
     if (f->test) ok = kge_check_input("-test", f->test) && ok;
     if (f->o.resume) ok = kge_check_input("-resume", f->o.resume) && ok;
+    if (!writes) return ok ? 0 : 2;
     ok = !tc_check_output(KGE_PROG, "-output", f->output, TC_OUT_ATOMIC, stderr) && ok;
     if (f->o.checkpoint) ok = !tc_check_output(KGE_PROG, "-checkpoint", f->o.checkpoint, TC_OUT_ATOMIC, stderr) && ok;
     if (f->log) ok = !tc_check_output(KGE_PROG, "-log", f->log, TC_OUT_DIRECT, stderr) && ok;
@@ -180,6 +189,7 @@ static void on_epoch(kge_printer *p, const sg_event *e)
 static int on_event(void *ud, const sg_event *e)
 {
     kge_printer *p = ud;
+    if (e->kind == SG_EVENT_STEP && p->f->stop_after && e->steps >= p->f->stop_after) return 1;
     if (e->kind == SG_EVENT_STEP) on_step(p, e);
     else if (e->kind == SG_EVENT_EPOCH) on_epoch(p, e);
     /* an epoch's record is on disk when its epoch ends (runs are long; a reader follows) */
@@ -215,30 +225,74 @@ static int finish(sg_kge *m, const kge_flags *f, const sg_kge_result *res, FILE 
     return 0;
 }
 
+/* The processes of the launch this one is part of, as the environment of Open MPI, MPICH
+ * or Slurm says; -1 when not launched by one. */
+static long launched_processes(void)
+{
+    const char *vars[3] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+    for (int i = 0; i < 3; i++) {
+        const char *n = getenv(vars[i]);
+        if (n && *n) return strtol(n, NULL, 10);
+    }
+    return -1;
+}
+
+/* Under mpirun, this rank's sg_kge_dist into *d (NULL: one process). 0, or 2 with a
+ * message. */
+static int start_ranks(int *argc, char ***argv, const kge_flags *f, sg_kge_dist **d)
+{
+    *d = NULL;
+    const long n = launched_processes();
+#ifdef KGE_WITH_MPI
+    if (n >= 0 && kge_dist_start(argc, argv, f->progress, d)) return 2;
+#else
+    (void)argc, (void)argv, (void)f;
+    if (n > 1)
+        return fprintf(stderr, KGE_PROG ": started as one of %ld processes (mpirun), but this build has no MPI: "
+                                        "rebuild after installing MPI (Debian: libopenmpi-dev openmpi-bin)\n", n), 2;
+#endif
+    return 0;
+}
+
+/* Trains per f (as rank `rank` of a run when d is given); 0 or the exit status. */
+static int train(kge_flags *f, sg_kge_dist *d)
+{
+    const int rank = d ? d->rank : 0;
+    kge_printer p = {.f = f, .tty = isatty(fileno(stderr))};
+    if (rank == 0) f->o.on_event = on_event, f->o.event_ud = &p;
+    f->o.verbose = rank == 0 ? f->progress : 0;
+    sg_model_error err;
+    int rc = 0;
+    sg_kge *m = sg_kge_new(&f->o, &err);
+    if (!m) return fprintf(stderr, KGE_PROG " train: %s\n", err.message), 2;
+    sg_kge_set_dist(m, d);
+    if (rank == 0 && f->log && !(p.log = fopen(f->log, f->o.resume ? "a" : "w")))
+        rc = 2, fprintf(stderr, KGE_PROG ": cannot write -log %s: %s\n", f->log, strerror(errno));
+    if (d) rc = kge_dist_agree(d, rc);
+    sg_kge_result res;
+    if (!rc && sg_kge_train_files(m, f->train, f->valid, f->test, &res, &err)) {
+        if (rank == 0) fprintf(stderr, "%s" KGE_PROG ": %s\n", p.tty ? "\n" : "", err.message);
+        rc = res.refused || err.status == SG_ERR_FORMAT || err.status == SG_ERR_IO ? 2 : 1;
+    }
+    if (!rc && rank == 0) rc = finish(m, f, &res, p.log);
+    if (p.log && fclose(p.log) && !rc) rc = 1, fprintf(stderr, KGE_PROG ": cannot write -log %s\n", f->log);
+    sg_kge_free(m);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     kge_flags f;
     memset(&f, 0, sizeof f);
+    sg_kge_dist *d = NULL;
     int rc = parse_train(argc, argv, &f);
-    if (!rc) rc = check_train(&f);
-    if (rc) return rc;
-    kge_printer p = {.f = &f, .tty = isatty(fileno(stderr))};
-    f.o.on_event = on_event;
-    f.o.event_ud = &p;
-    f.o.verbose = f.progress;
-    sg_model_error err;
-    sg_kge *m = sg_kge_new(&f.o, &err);
-    if (!m) return fprintf(stderr, KGE_PROG " train: %s\n", err.message), 2;
-    if (f.log && !(p.log = fopen(f.log, f.o.resume ? "a" : "w")))
-        rc = 2, fprintf(stderr, KGE_PROG ": cannot write -log %s: %s\n", f.log, strerror(errno));
-    sg_kge_result res;
-    if (!rc && sg_kge_train_files(m, f.train, f.valid, f.test, &res, &err)) {
-        fprintf(stderr, "%s" KGE_PROG ": %s\n", p.tty ? "\n" : "", err.message);
-        rc = res.refused || err.status == SG_ERR_FORMAT || err.status == SG_ERR_IO ? 2 : 1;
-    }
-    if (!rc) rc = finish(m, &f, &res, p.log);
-    if (p.log && fclose(p.log) && !rc) rc = 1, fprintf(stderr, KGE_PROG ": cannot write -log %s\n", f.log);
-    sg_kge_free(m);
+    if (!rc) rc = start_ranks(&argc, &argv, &f, &d);
+    if (!rc) rc = check_train(&f, !d || d->rank == 0);
+    if (d) rc = kge_dist_agree(d, rc);
+    if (!rc) rc = train(&f, d);
+#ifdef KGE_WITH_MPI
+    kge_dist_end(d);
+#endif
     return rc;
 }
 
