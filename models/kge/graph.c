@@ -12,9 +12,10 @@
 #endif
 #include "kge.h"
 
+#include "common/common.h"
+
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,17 +179,6 @@ typedef struct {
     char name[3][KG_MAX_NAME];
 } kg_reader;
 
-static int kg_fail(sg_model_error *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int kg_fail(sg_model_error *e, int status, const char *fmt, ...)
-{
-    if (!e) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    e->status = status;
-    return -1;
-}
 
 static void kg_line_reset(kg_reader *rd)
 {
@@ -206,20 +196,20 @@ static int kg_line_check(const kg_reader *rd)
     sg_model_error *e = rd->err;
     const char *p = rd->path;
     const int64_t ln = rd->line;
-    if (!rd->any) return kg_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": empty line", p, ln);
+    if (!rd->any) return tc_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": empty line", p, ln);
     if (rd->col != 2)
-        return kg_fail(e, SG_ERR_FORMAT,
+        return tc_fail(e, SG_ERR_FORMAT,
                        "%s:%" PRId64 ": expected 3 tab-separated columns (head, relation, tail), found %" PRId64, p,
                        ln, rd->col + 1);
     if (rd->nul_col >= 0)
-        return kg_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": NUL byte in a name (column %d)", p, ln, rd->nul_col + 1);
+        return tc_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": NUL byte in a name (column %d)", p, ln, rd->nul_col + 1);
     if (rd->cr_col >= 0)
-        return kg_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": carriage return inside a name (column %d)", p, ln,
+        return tc_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": carriage return inside a name (column %d)", p, ln,
                        rd->cr_col + 1);
     for (int c = 0; c < 3; c++) {
-        if (rd->len[c] == 0) return kg_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": %s", p, ln, empty[c]);
+        if (rd->len[c] == 0) return tc_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": %s", p, ln, empty[c]);
         if (rd->len[c] >= KG_MAX_NAME)
-            return kg_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": name longer than %d bytes (column %d)", p, ln,
+            return tc_fail(e, SG_ERR_FORMAT, "%s:%" PRId64 ": name longer than %d bytes (column %d)", p, ln,
                            KG_MAX_NAME - 1, c + 1);
     }
     return 0;
@@ -233,7 +223,7 @@ static int kg_line_end(kg_reader *rd)
     const int64_t r = h < 0 ? -1 : kg_dict_add(rd->rels, rd->name[1], rd->len[1]);
     const int64_t t = r < 0 ? -1 : kg_dict_add(rd->ents, rd->name[2], rd->len[2]);
     if (t < 0 || kg_triples_push(rd->out, h, r, t) != 0)
-        return kg_fail(rd->err, SG_ERR_NOMEM, "%s: out of memory", rd->path);
+        return tc_fail(rd->err, SG_ERR_NOMEM, "%s: out of memory", rd->path);
     rd->line++;
     kg_line_reset(rd);
     return 0;
@@ -276,7 +266,7 @@ static int kg_feed(kg_reader *rd, const unsigned char *buf, size_t n)
 static int kg_read_all(kg_reader *rd, FILE *f, size_t chunk)
 {
     unsigned char *buf = malloc(chunk);
-    if (!buf) return kg_fail(rd->err, SG_ERR_NOMEM, "%s: out of memory", rd->path);
+    if (!buf) return tc_fail(rd->err, SG_ERR_NOMEM, "%s: out of memory", rd->path);
     int rc = 0;
     for (;;) {
         const size_t got = fread(buf, 1, chunk, f);
@@ -285,7 +275,7 @@ static int kg_read_all(kg_reader *rd, FILE *f, size_t chunk)
             break;
         }
         if (got < chunk) {
-            if (ferror(f)) rc = kg_fail(rd->err, SG_ERR_IO, "cannot read %s: %s", rd->path, strerror(errno));
+            if (ferror(f)) rc = tc_fail(rd->err, SG_ERR_IO, "cannot read %s: %s", rd->path, strerror(errno));
             break;
         }
     }
@@ -293,7 +283,7 @@ static int kg_read_all(kg_reader *rd, FILE *f, size_t chunk)
     if (rc != 0) return rc;
     if (rd->cr) kg_name_byte(rd, '\r'); /* a CR at the end of the file ends no line */
     if (rd->any && kg_line_end(rd) != 0) return -1;
-    if (rd->line == 1) return kg_fail(rd->err, SG_ERR_FORMAT, "%s: no triples", rd->path);
+    if (rd->line == 1) return tc_fail(rd->err, SG_ERR_FORMAT, "%s: no triples", rd->path);
     return 0;
 }
 
@@ -301,15 +291,15 @@ int kg_read_tsv_chunked(const char *path, kg_dict *ents, kg_dict *rels, kg_tripl
                         sg_model_error *err)
 {
     if (!path || !ents || !rels || !out || chunk == 0)
-        return kg_fail(err, SG_ERR_NULL, "kg_read_tsv: NULL argument or zero chunk");
+        return tc_fail(err, SG_ERR_NULL, "kg_read_tsv: NULL argument or zero chunk");
     const int64_t n_ents = ents->n, n_rels = rels->n, n_out = out->n;
     errno = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return kg_fail(err, SG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    if (!f) return tc_fail(err, SG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     kg_reader *rd = calloc(1, sizeof *rd);
     if (!rd) {
         fclose(f);
-        return kg_fail(err, SG_ERR_NOMEM, "%s: out of memory", path);
+        return tc_fail(err, SG_ERR_NOMEM, "%s: out of memory", path);
     }
     rd->path = path;
     rd->ents = ents;
