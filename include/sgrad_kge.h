@@ -96,8 +96,9 @@ typedef struct {
 /* The defaults of model: dim 400, chunk-negs 0, seed 1, max-eval 1000; DistMult and
  * ComplEx as kbc's ComplEx-N3 (softmax loss, reciprocal, N3 0.05, Adagrad lr 0.1), 30
  * epochs, batch = chunk = 1000 edges with 1000 negatives; TransE and RotatE with RotatE's
- * loss (selfadv, margin 6, adv-temp 0.5; no reciprocal, no N3), lazy-adam lr 0.01, 25
- * epochs, batch = chunk = 512 edges with 512 negatives. How they were chosen: docs/kge.md. */
+ * loss (selfadv, margin 6 (transe_l2: 1), adv-temp 0.5; no reciprocal, no N3), lazy-adam
+ * lr 0.01, 25 epochs, batch = chunk = 512 edges with 512 negatives. How they were chosen:
+ * docs/kge.md. */
 SG_API sg_kge_opts sg_kge_opts_default(sg_kge_model model);
 /* SG_OK when opts can train (ranges, an even dim for complex and rotate, loss and model
  * combinations), else SG_ERR_ARG naming the option as its flag. */
@@ -197,9 +198,10 @@ SG_API int sg_kge_predict_heads(sg_kge *m, const char *relation, const char *tai
                                 float *scores, const char **names, int *n, sg_model_error *err);
 /* The model file: one safetensors checkpoint holding "entities" (E, dim) and "relations"
  * (R', rdim) f32 with the names and the options in its metadata (kge.*), written
- * atomically. sg_kge_load reads a model file or a training checkpoint into a model for
- * queries on `threads` threads (0: every core); SG_ERR_FORMAT naming path when it is not
- * one. */
+ * atomically. sg_kge_load reads a model file or a one-process training checkpoint into a
+ * model for queries on `threads` threads (0: every core); SG_ERR_FORMAT naming path when
+ * it is not one (a multi-rank checkpoint's file holds no entity table: resume it, or
+ * load the run's model file). */
 SG_API int sg_kge_save(const sg_kge *m, const char *path, sg_model_error *err);
 SG_API sg_kge *sg_kge_load(const char *path, int threads, sg_model_error *err);
 /* Writes into the existing directory dir: entities.tsv and relations.tsv (`name<TAB>v1

@@ -2,7 +2,9 @@
 # sgrad-kge train, eval, predict and export on a tiny generated graph: eval's one JSON line
 # has exactly its eight fields; predict's scores recomputed from export's vectors (TSV and
 # .npy, which agree) in Python; a malformed TSV refused naming its line, exit non-zero, no
-# model written; flags and paths checked before training.
+# model written; flags and paths checked before training; an eval that ranks no triple
+# prints null means (count 0); -threads 0 (every core) taken; more than 64 -filter files
+# refused.
 set -euo pipefail
 build=$1
 prog=$build/sgrad-kge
@@ -35,6 +37,16 @@ assert list(m) == ["mrr", "hits@1", "hits@3", "hits@10", "mr", "count", "unseen"
 assert 0 < m["mrr"] <= 1 and m["count"] > 0 and m["mr"] >= 1, m
 t = json.loads(open(sys.argv[2]).read().splitlines()[-1])
 assert abs(t["mrr"] - m["mrr"]) < 1e-6, (t, m)  # train's -test line: the same filtered ranking
+PY
+
+# no test triple the model can rank (unknown names): count 0, the means null (valid JSON)
+printf 'nobody\tr0\tnone\n' >"$tmp/unknown.tsv"
+"$prog" eval "$tmp/m.kge" -test "$tmp/unknown.tsv" -threads 0 >"$tmp/eval0.out"
+python3 - "$tmp/eval0.out" <<'PY' || fail=1
+import json, sys
+m = json.loads(open(sys.argv[1]).read())
+assert m["count"] == 0 and m["unknown"] == 1, m
+assert all(m[k] is None for k in ("mrr", "hits@1", "hits@3", "hits@10", "mr")), m
 PY
 
 "$prog" predict "$tmp/m.kge" -head e3 -relation r1 -k 5 >"$tmp/tails.out"
@@ -90,6 +102,10 @@ set +e
 "$prog" train -train "$tmp/train.tsv" -output "$tmp/x.kge" -model complex -dim 7 -progress 0 2>/dev/null; [ $? = 2 ] || bad "odd -dim for complex: not exit 2"
 "$prog" predict "$tmp/m.kge" -head nobody -relation r1 2>/dev/null; [ $? = 2 ] || bad "unknown entity: not exit 2"
 "$prog" eval "$tmp/m.kge" -test "$tmp/bad.tsv" >/dev/null 2>&1; [ $? != 0 ] || bad "eval of a malformed file succeeded"
+many=$(printf "$tmp/train.tsv%.0s," $(seq 65))
+"$prog" eval "$tmp/m.kge" -test "$tmp/test.tsv" -filter "${many%,}" >/dev/null 2>"$tmp/e2"; [ $? = 2 ] || bad "65 -filter files: not exit 2"
+grep -q "more than 64 -filter files" "$tmp/e2" || bad "65 -filter files: no message"
+"$prog" train -train "$tmp/train.tsv" -output "$tmp/t0.kge" "${common[@]}" -epochs 1 -threads 0 || bad "-threads 0 refused"
 set -e
 [ ! -e "$tmp/x.kge" ] || bad "a refused run wrote a model"
 [ "$fail" = 0 ] || exit 1

@@ -2,11 +2,14 @@
  * r0, r2 symmetric): the loss falls, validation ranks the held-out inverse triples well,
  * every model gives bitwise the same tables for 1 and 2 threads, and a run stopped by the
  * event callback and resumed from its checkpoint ends bitwise where an uninterrupted run
- * ends; a resume with other options is refused before training. */
+ * ends; a resume with other options is refused before training; a diverged run fails with
+ * finite tables; a failed second training call keeps the model. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
 #include "sgrad_kge.h"
+
+#include <math.h>
 
 enum { NE = 40 };
 
@@ -118,6 +121,144 @@ TEST(same_bits_for_1_and_2_threads)
         sg_kge_free(a);
         sg_kge_free(b);
     }
+}
+
+/* Loops large enough to split over 2 threads (the score matrices of a chunk: 256 queries
+ * by 256 + 256 rows of 64 floats, far above sgrad's per-thread grain): the same bits. */
+TEST(same_bits_for_1_and_2_threads_split_loops)
+{
+    make_graph();
+    for (int model = SG_KGE_TRANSE_L1; model <= SG_KGE_ROTATE; model++) {
+        sg_kge_opts o = small_opts((sg_kge_model)model);
+        o.dim = 64, o.epochs = 2, o.batch = 512, o.chunk = 256, o.negs = 256, o.chunk_negs = 1;
+        watch w1 = {0}, w2 = {0};
+        int s1, s2;
+        sg_kge_result res;
+        o.threads = 1;
+        sg_kge *a = train(o, &w1, &s1, &res);
+        o.threads = 2;
+        sg_kge *b = train(o, &w2, &s2, &res);
+        CHECK(s1 == SG_OK && s2 == SG_OK && res.train_edges > 256);
+        CHECK(same_tables(a, b));
+        CHECK(w1.last == w2.last);
+        sg_kge_free(a);
+        sg_kge_free(b);
+    }
+}
+
+/* True when both tables of m exist and hold finite values only. */
+static bool tables_finite(sg_kge *m)
+{
+    for (int k = 0; k < 2; k++) {
+        int64_t rows, cols;
+        const float *x = sg_kge_table(m, k, &rows, &cols);
+        if (!x) return false;
+        for (int64_t i = 0; i < rows * cols; i++)
+            if (!isfinite(x[i])) return false;
+    }
+    return true;
+}
+
+/* SGD at the largest -lr diverges: the call fails naming the step, the tables stay those
+ * of the last finite step. */
+TEST(diverged_run_fails_and_keeps_finite_tables)
+{
+    make_graph();
+    sg_kge_opts o = small_opts(SG_KGE_DISTMULT);
+    o.optim = SG_KGE_SGD, o.lr = 1e3, o.epochs = 200, o.reg_coef = 0;
+    o.on_event = NULL;
+    sg_model_error err;
+    sg_kge *m = sg_kge_new(&o, &err);
+    const int st = m ? sg_kge_train_files(m, tr, va, NULL, NULL, &err) : -1;
+    printf("  status %d: %s\n", st, err.message);
+    CHECK(st == SG_ERR_VALUE && strstr(err.message, "training diverged at epoch") && strstr(err.message, "-lr"));
+    CHECK(tables_finite(m));
+    sg_kge_free(m);
+}
+
+/* A second sg_kge_train_files whose files cannot be read (missing, malformed) fails and
+ * leaves the trained model as it was. */
+TEST(failed_retrain_keeps_the_model)
+{
+    make_graph();
+    const char *bad = tu_tmp_path("kge_train_bad.tsv");
+    FILE *f = fopen(bad, "w");
+    fprintf(f, "a\tr\tb\nb\tr\n");
+    fclose(f);
+    watch w = {0};
+    int st;
+    sg_kge_result res;
+    sg_kge *m = train(small_opts(SG_KGE_DISTMULT), &w, &st, &res);
+    sg_kge *ref = train(small_opts(SG_KGE_DISTMULT), &w, &st, &res);
+    sg_model_error err;
+    CHECK(st == SG_OK && same_tables(m, ref));
+    CHECK(sg_kge_train_files(m, "/nonexistent/kge.tsv", NULL, NULL, NULL, &err) == SG_ERR_IO);
+    CHECK(sg_kge_train_files(m, tr, bad, NULL, NULL, &err) == SG_ERR_FORMAT);
+    CHECK(same_tables(m, ref) && sg_kge_entities(m) == sg_kge_entities(ref));
+    CHECK(!strcmp(sg_kge_entity_name(m, 3), sg_kge_entity_name(ref, 3)));
+    sg_kge_free(m);
+    sg_kge_free(ref);
+    remove(bad);
+}
+
+/* A fake transport of 2 ranks for one process (rank 0 alone): the shard a plain tensor,
+ * the exchanges no-ops (a sum over one rank), and the lookup failing as a rank's local
+ * failure would. */
+static sg_tensor *fake_shard;
+
+static sg_tensor *fake_table(sg_kge_dist *d, sg_ctx *ctx, int64_t rows, int64_t dim, int64_t *begin,
+                             int64_t *end, sg_model_error *err)
+{
+    (void)d, (void)err;
+    *begin = 0, *end = rows / 2;
+    const int64_t shape[2] = {*end, dim};
+    return fake_shard = sg_tensor_requires_grad(sg_tensor_new(ctx, SG_F32, 2, shape), 1);
+}
+
+static sg_tensor *fake_lookup(sg_kge_dist *d, sg_tensor *idx, sg_model_error *err)
+{
+    (void)d, (void)idx;
+    snprintf(err->message, sizeof err->message, "the fake lookup fails");
+    err->status = SG_ERR_NOMEM;
+    return NULL;
+}
+
+static int fake_backward(sg_kge_dist *d, sg_model_error *err) { return (void)d, (void)err, 0; }
+static int fake_reduce(sg_kge_dist *d, sg_tensor *rel, sg_model_error *err) { return (void)d, (void)rel, (void)err, 0; }
+static int fake_sum(sg_kge_dist *d, double *x, int n, sg_model_error *err)
+{
+    return (void)d, (void)x, (void)n, (void)err, 0;
+}
+static int fake_gather(sg_kge_dist *d, float *full, sg_model_error *err) { return (void)d, (void)full, (void)err, 0; }
+
+static void fake_release(sg_kge_dist *d)
+{
+    (void)d;
+    sg_tensor_free(fake_shard);
+    fake_shard = NULL;
+}
+
+/* A ranked run that fails leaves an empty model: saving, evaluating and the tables fail
+ * cleanly (no whole entity table to read). */
+TEST(failed_ranked_run_leaves_an_empty_model)
+{
+    make_graph();
+    sg_kge_dist d = {.rank = 0, .ranks = 2, .table = fake_table, .lookup = fake_lookup, .backward = fake_backward,
+                     .reduce = fake_reduce, .sum = fake_sum, .gather = fake_gather, .release = fake_release};
+    sg_kge_opts o = small_opts(SG_KGE_DISTMULT);
+    sg_model_error err;
+    sg_kge *m = sg_kge_new(&o, &err);
+    CHECK(m != NULL);
+    if (!m) return;
+    sg_kge_set_dist(m, &d);
+    CHECK(sg_kge_train_files(m, tr, va, NULL, NULL, &err) != SG_OK && strstr(err.message, "fake lookup"));
+    int64_t rows, cols;
+    CHECK(sg_kge_table(m, 0, &rows, &cols) == NULL && sg_kge_entities(m) == 0);
+    CHECK(sg_kge_save(m, tu_tmp_path("kge_train_never"), &err) == SG_ERR_STATE && strstr(err.message, "no trained"));
+    sg_kge_metrics met;
+    CHECK(sg_kge_evaluate(m, va, NULL, 0, &met, &err) == SG_ERR_STATE);
+    CHECK(sg_kge_export(m, "/tmp", &err) == SG_ERR_STATE);
+    sg_kge_free(m);
 }
 
 /* Run (model, optimizer) stopped after 5 steps with a checkpoint every 2, resumed: the

@@ -3,8 +3,8 @@
  * written here (the distances, C99 complex arithmetic, the losses' formulas), the softmax
  * loss against sg_cross_entropy on [pos | neg]; the zero-distance conventions; bitwise
  * determinism across 1, 2 and 3 threads and across the kernels' CPU variants; errors
- * (NULL, the usual status, the op named, no node recorded). Gradchecks:
- * test_gradcheck_ops.c. */
+ * (NULL, the usual status, the op named, no node recorded); the losses' internal sg__vexp
+ * against exp. Gradchecks: test_gradcheck_ops.c. */
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -530,6 +530,43 @@ TEST(empty_operands)
     sg_tensor *L = sg_ranking_loss(RND(ctx, SG_F32, -1, 1, 0), RND(ctx, SG_F32, -1, 1, 0, 3), NULL);
     CHECK(L && sg_tensor_get(L, 0) == 0);
     sg_ctx_free(ctx);
+}
+
+/* Distance in ulps of two finite positive doubles (their bit patterns are ordered). */
+static int64_t ulps_apart(double a, double b)
+{
+    int64_t x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    return x > y ? x - y : y - x;
+}
+
+/* sg__vexp against libm's exp on a grid of [-745, 710] (step 1/1024, every result normal):
+ * within 4 ulps on [-708, 709], the documented clamps outside (exp(-708) below -708,
+ * exp(709) above 709, -inf and +inf included), NaN stays NaN. */
+TEST(vexp_is_exp_within_4_ulps_and_clamps)
+{
+    enum { N = 1455 * 1024 + 1 };
+    double *x = malloc(N * sizeof *x);
+    CHECK(x != NULL);
+    if (!x) return;
+    for (int64_t i = 0; i < N; i++) x[i] = -745.0 + (double)i / 1024.0;
+    sg__vexp(x, N);
+    int64_t worst = 0, bad = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const double v = -745.0 + (double)i / 1024.0, c = v < -708.0 ? -708.0 : v > 709.0 ? 709.0 : v;
+        const int64_t u = isnormal(x[i]) && x[i] > 0 ? ulps_apart(x[i], exp(c)) : INT64_MAX;
+        if (u > worst) worst = u;
+        if (u > 4 && bad++ < 5) printf("  vexp(%.17g) = %.17g, exp gives %.17g\n", v, x[i], exp(c));
+    }
+    printf("  vexp: worst %lld ulps over %d points\n", (long long)worst, N);
+    CHECK(bad == 0);
+    double s[5] = {NAN, -INFINITY, INFINITY, -708.0, 709.0};
+    sg__vexp(s, 5);
+    CHECK(isnan(s[0]));
+    CHECK(s[1] == s[3] && ulps_apart(s[1], exp(-708.0)) <= 4);
+    CHECK(s[2] == s[4] && ulps_apart(s[2], exp(709.0)) <= 4);
+    free(x);
 }
 
 TEST_MAIN()

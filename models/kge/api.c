@@ -70,15 +70,27 @@ static int read_file(sg_kge *m, const char *path, kg_triples *out, sg_model_erro
 
 int kge_prepare(sg_kge *m, const char *train, const char *valid, const char *test, sg_model_error *e)
 {
+    /* read into n first: a bad file (or no memory) leaves m's model as it was */
+    sg_kge n;
+    memset(&n, 0, sizeof n);
+    int rc = kg_dict_init(&n.ents) || kg_dict_init(&n.rels) ? tc_fail(e, SG_ERR_NOMEM, "out of memory") : 0;
+    if (!rc) rc = read_file(&n, train, &n.train, e);
+    n.ent_train = n.ents.n;
+    n.rel_train = n.rels.n;
+    if (!rc && (read_file(&n, valid, &n.valid, e) || read_file(&n, test, &n.test, e))) rc = -1;
+    if (!rc && (n.train.n >= INT32_MAX || n.ent_train >= INT32_MAX))
+        rc = tc_fail(e, SG_ERR_ARG, "%s: more than 2^31 edges or entities", train);
+    if (!rc) rc = kge_tables_init(&n.tb, &m->o, n.ents.n, n.rels.n, e);
+    if (rc) {
+        drop_data(&n);
+        return -1;
+    }
     drop_data(m);
-    if (kg_dict_init(&m->ents) || kg_dict_init(&m->rels)) return tc_fail(e, SG_ERR_NOMEM, "out of memory");
-    if (read_file(m, train, &m->train, e)) return -1;
-    m->ent_train = m->ents.n;
-    m->rel_train = m->rels.n;
-    if (read_file(m, valid, &m->valid, e) || read_file(m, test, &m->test, e)) return -1;
-    if (m->train.n >= INT32_MAX || m->ent_train >= INT32_MAX)
-        return tc_fail(e, SG_ERR_ARG, "%s: more than 2^31 edges or entities", train);
-    return kge_tables_init(&m->tb, &m->o, m->ents.n, m->rels.n, e);
+    m->tb = n.tb;
+    m->ents = n.ents, m->rels = n.rels;
+    m->train = n.train, m->valid = n.valid, m->test = n.test;
+    m->ent_train = n.ent_train, m->rel_train = n.rel_train;
+    return 0;
 }
 
 int sg_kge_train_files(sg_kge *m, const char *train, const char *valid, const char *test, sg_kge_result *res,
@@ -234,6 +246,11 @@ int sg_kge_export(const sg_kge *m, const char *dir, sg_model_error *err)
     if (!m || !dir) return tc_fail(err, SG_ERR_NULL, "NULL model or directory"), SG_ERR_NULL;
     if (!m->tb.ctx) return tc_fail(err, SG_ERR_STATE, "no model to export"), SG_ERR_STATE;
     return kge_export(m, dir, err) ? err ? err->status : SG_ERR_IO : SG_OK;
+}
+
+void sg_kge_set_dist(sg_kge *m, sg_kge_dist *d)
+{
+    if (m) m->dist = d;
 }
 
 /* ---- accessors */

@@ -11,7 +11,10 @@
  * drawn from them only. A model's tables live in their own context (kge_tables.ctx); a
  * training call replaces them. Every random draw comes from a counter-based stream keyed
  * by (seed, purpose, epoch, batch, chunk), so a run can resume at any batch boundary from
- * (epoch, batch) alone, and no draw depends on the thread count.
+ * (epoch, batch) alone, and no draw depends on the thread count (nor on the rank count:
+ * under P ranks, sg_kge_set_dist, train.c scores each rank's slice of every chunk on the
+ * same draws, with E sharded and freed until the ranks' rows are gathered back at the
+ * end; the caller's sg_kge_dist does the exchanges, so this library never links MPI).
  */
 #ifndef SG_MODELS_KGE_ENGINE_H
 #define SG_MODELS_KGE_ENGINE_H
@@ -95,6 +98,7 @@ struct sg_kge {
     int64_t ent_train, rel_train;
     kg_triples train, valid, test;
     kge_tables tb;        /* ctx NULL: no tables */
+    sg_kge_dist *dist;    /* the caller's (sg_kge_set_dist); NULL or 1 rank: one process */
 };
 /* Reads the files (valid and test may be NULL) into m's dictionaries and triples, and
  * starts the tables. 0, or -1 with the reason. */

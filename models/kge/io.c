@@ -111,10 +111,13 @@ static int save_file(const sg_kge *m, const char *path, const char *what, meta_l
     char *en = joined(&m->ents), *rn = joined(&m->rels);
     l->keys[l->n] = "kge.entity_names", l->values[l->n++] = en;
     l->keys[l->n] = "kge.relation_names", l->values[l->n++] = rn;
-    sg_tensor *t[2] = {m->tb.E, m->tb.R};
-    const char *names[2] = {"entities", "relations"};
+    /* a rank's checkpoint holds the replicated relation table alone (the shards have
+     * their own files) */
+    const bool ranked = m->dist && m->dist->ranks > 1 && opt;
+    sg_tensor *t[2] = {ranked ? m->tb.R : m->tb.E, m->tb.R};
+    const char *names[2] = {ranked ? "relations" : "entities", "relations"};
     const sg_checkpoint_meta meta = {l->n, l->keys, l->values};
-    int rc = en && rn ? sg_checkpoint_save(m->tb.ctx, path, t, 2, names, opt, &meta) : SG_ERR_NOMEM;
+    int rc = en && rn ? sg_checkpoint_save(m->tb.ctx, path, t, ranked ? 1 : 2, names, opt, &meta) : SG_ERR_NOMEM;
     free(en);
     free(rn);
     if (rc == SG_ERR_NOMEM && !sg_ctx_status(m->tb.ctx))
@@ -142,6 +145,7 @@ int kge_checkpoint_save(const sg_kge *m, sg_optim *opt, const kge_position *p, s
     put(&l, "kge.pos.steps", "%" PRId64, p->steps);
     put(&l, "kge.pos.epoch_loss", "%.17g", p->epoch_loss);
     put(&l, "kge.pos.epoch_queries", "%" PRId64, p->epoch_queries);
+    if (m->dist && m->dist->ranks > 1) put(&l, "kge.ranks", "%d", m->dist->ranks);
     return save_file(m, m->o.checkpoint, "checkpoint", &l, opt, e);
 }
 
@@ -152,6 +156,18 @@ static bool get_i64(const sg_checkpoint_meta *meta, const char *key, int64_t lo,
     errno = 0;
     const long long x = s && *s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || errno || *end || x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+/* An unsigned decimal (no sign: strtoull would wrap "-1"), all 64 bits. */
+static bool get_u64(const sg_checkpoint_meta *meta, const char *key, uint64_t *out)
+{
+    const char *s = sg_checkpoint_meta_get(meta, key);
+    char *end;
+    errno = 0;
+    const unsigned long long x = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    if (!s || *s < '0' || *s > '9' || errno || *end) return false;
     *out = x;
     return true;
 }
@@ -190,6 +206,21 @@ static int compare_identity(const char *path, const meta_list *want, const sg_ch
     return 0;
 }
 
+/* The rank count of a checkpoint (kge.ranks; absent: 1 process) against this run's: its
+ * parts (shards, or one whole table) only fit a run of the same count. 0, or -1. */
+static int compare_ranks(const char *path, const sg_checkpoint_meta *got, int ranks, sg_model_error *e)
+{
+    int64_t made = 1;
+    if (sg_checkpoint_meta_get(got, "kge.ranks") && !get_i64(got, "kge.ranks", 2, INT32_MAX, &made))
+        return tc_fail(e, SG_ERR_FORMAT, "cannot resume from %s: its kge.ranks is out of range", path);
+    if (made == ranks) return 0;
+    char was[64] = "one process", is[64] = "one process";
+    if (made > 1) snprintf(was, sizeof was, "%d ranks (mpirun -np %d)", (int)made, (int)made);
+    if (ranks > 1) snprintf(is, sizeof is, "%d ranks", ranks);
+    return tc_fail(e, SG_ERR_STATE, "cannot resume from %s: it was written by %s, this run is %s; resume with the "
+                                    "rank count that wrote it", path, was, is);
+}
+
 /* The position in meta, each field in its range. */
 static bool parse_position(const sg_checkpoint_meta *meta, const sg_kge *m, int64_t steps, kge_position *p)
 {
@@ -217,10 +248,12 @@ int kge_checkpoint_resume(sg_kge *m, sg_optim *opt, kge_position *p, sg_model_er
     int rc = sg_checkpoint_read_meta(ctx, path, &got)
                  ? tc_fail(e, sg_ctx_status(ctx), "cannot resume from %s: %s", path, sg_ctx_message(ctx))
                  : compare_identity(path, &want, &got, e);
+    if (!rc) rc = compare_ranks(path, &got, m->dist ? m->dist->ranks : 1, e);
     sg_checkpoint_meta_free(ctx, &got);
-    sg_tensor *t[2] = {m->tb.E, m->tb.R};
-    const char *names[2] = {"entities", "relations"};
-    if (!rc && sg_checkpoint_load(ctx, path, t, 2, names, opt, &got))
+    const bool ranked = m->dist && m->dist->ranks > 1;
+    sg_tensor *t[2] = {ranked ? m->tb.R : m->tb.E, m->tb.R};
+    const char *names[2] = {ranked ? "relations" : "entities", "relations"};
+    if (!rc && sg_checkpoint_load(ctx, path, t, ranked ? 1 : 2, names, opt, &got))
         rc = tc_fail(e, sg_ctx_status(ctx), "cannot resume from %s: %s", path, sg_ctx_message(ctx));
     else if (!rc && !parse_position(&got, m, sg_optim_steps(opt), p))
         rc = tc_fail(e, SG_ERR_FORMAT, "cannot resume from %s: its position (kge.pos.*) is missing or out of range",
@@ -255,7 +288,7 @@ static void training_options(const sg_checkpoint_meta *meta, sg_kge_opts *o)
     if (get_i64(meta, "kge.opt.chunk", 1, 1 << 24, &x)) o->chunk = x;
     if (get_i64(meta, "kge.opt.negs", 0, 1 << 20, &x)) o->negs = x;
     if (get_i64(meta, "kge.opt.chunk-negs", 0, 1, &x)) o->chunk_negs = (int)x;
-    if (get_i64(meta, "kge.opt.seed", 0, INT64_MAX, &x)) o->seed = (uint64_t)x;
+    get_u64(meta, "kge.opt.seed", &o->seed);
     if (get_f64(meta, "kge.opt.adv-temp", &v)) o->adv_temp = v;
     if (get_f64(meta, "kge.opt.reg-coef", &v)) o->reg_coef = v;
     if (get_f64(meta, "kge.opt.lr", &v)) o->lr = v;
@@ -272,6 +305,10 @@ static int model_of_meta(sg_kge *m, const char *path, const sg_checkpoint_meta *
     if (!format || (strcmp(format, KGE_MODEL_FORMAT) && strcmp(format, KGE_CKPT_FORMAT)))
         return tc_fail(e, SG_ERR_FORMAT, "%s is not a sgrad-kge model or checkpoint (format %s)", path,
                        format ? format : "missing");
+    int64_t ranks = 1; /* a ranked checkpoint's file holds the relations alone (the shards hold E) */
+    if (sg_checkpoint_meta_get(meta, "kge.ranks") && get_i64(meta, "kge.ranks", 2, INT32_MAX, &ranks))
+        return tc_fail(e, SG_ERR_FORMAT, "%s is a checkpoint of a %d-rank run: resume it with mpirun -np %d, or use "
+                                         "the -output model", path, (int)ranks, (int)ranks);
     sg_kge_opts *o = &m->o;
     int64_t dim, recip, et, rt;
     if (sg_kge_model_parse(sg_checkpoint_meta_get(meta, "kge.model"), &o->model) ||

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     float s;
@@ -108,6 +109,9 @@ static int export_one(const char *dir, const char *name, int kind, const kg_dict
 
 int kge_export(const sg_kge *m, const char *dir, sg_model_error *e)
 {
+    /* the directory is made when missing (its parent must exist), as -output names it */
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return tc_fail(e, SG_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     const kge_tables *t = &m->tb;
     const float *E = sg_tensor_f32(t->E), *R = sg_tensor_f32(t->R);
     return export_one(dir, "entities.tsv", 0, &m->ents, E, t->n_ent, t->dim, e) ||

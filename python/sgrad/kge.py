@@ -40,7 +40,7 @@ _ENUMS = ("model", "loss", "optim", "reg")
 # The integer and real options with the ranges the program's flag parser accepts.
 _INTS = {"dim": (1, 1 << 16), "epochs": (1, 1000000), "batch": (1, 1 << 24),
          "chunk": (1, 1 << 24), "negs": (0, 1 << 20), "chunk_negs": (0, 1),
-         "reciprocal": (0, 1), "threads": (1, 4096), "seed": (0, 2 ** 63 - 1),
+         "reciprocal": (0, 1), "threads": (0, 4096), "seed": (0, 2 ** 63 - 1),
          "eval_every": (0, 1000000), "max_eval": (0, 2 ** 63 - 1),
          "save_every": (0, 2 ** 63 - 1)}
 _REALS = {"margin": (-1e6, 1e6), "adv_temp": (0.0, 1e6), "reg_coef": (0.0, 1e6),
@@ -249,7 +249,8 @@ class KGEModel:
         raw ranking, as ``sgrad-kge eval`` without -filter) left out, ties ranked as their
         mean. A dict as the program's JSON line: mrr, hits@1, hits@3, hits@10, mr (means
         over 2 * count rankings), count (triples ranked), unseen (of those, naming a name
-        not in the training file), unknown (left out: a name the model has no row for)."""
+        not in the training file), unknown (left out: a name the model has no row for).
+        With no triple ranked (count 0) the five means are None."""
         path = check_input_file(test, "evaluate: test")
         if isinstance(filter, (str, bytes, os.PathLike)):
             filter = [filter]
@@ -259,8 +260,10 @@ class KGEModel:
         if self._mm.sg_kge_evaluate(self._ptr, _enc(path, "evaluate: test"), arr, len(fs),
                                     ctypes.byref(met), ctypes.byref(err)):
             M.raise_error(err, "evaluate", path)
-        return {"mrr": met.mrr, "hits@1": met.hits1, "hits@3": met.hits3,
-                "hits@10": met.hits10, "mr": met.mr, "count": int(met.count),
+        ranked = met.count > 0  # none ranked: the means are undefined, None as the JSON's null
+        return {"mrr": met.mrr if ranked else None, "hits@1": met.hits1 if ranked else None,
+                "hits@3": met.hits3 if ranked else None, "hits@10": met.hits10 if ranked else None,
+                "mr": met.mr if ranked else None, "count": int(met.count),
                 "unseen": int(met.unseen), "unknown": int(met.unknown)}
 
     def _predict(self, fn: Any, a: str, b: str, k: int, what: str) -> List[Tuple[str, float]]:
@@ -385,7 +388,9 @@ def train(train: _Path, valid: Optional[_Path] = None, test: Optional[_Path] = N
     result's ``test_metrics`` are its filtered ranking against train, valid and test, as
     the program prints them. ``callbacks``: objects with any of on_train_begin,
     on_epoch_begin, on_epoch_end, on_train_end (each takes the model; ``training_log[-1]``
-    is the epoch just done; the vectors are those of the run so far). ``verbose`` >= 1
+    is the epoch just done; the vectors are those of the run so far: the tables are made
+    once the files are read, so in on_train_begin and the first on_epoch_begin
+    ``entity_vectors`` and ``relation_vectors`` raise RuntimeError). ``verbose`` >= 1
     prints the library's messages of that level and a line per epoch on stderr."""
     given = dict(locals())
     opts, keep = _options(given)
@@ -444,13 +449,13 @@ def _missing(paths: List[Optional[str]], opts: M.KGEOpts) -> Optional[str]:
 
 def load(path: _Path, threads: Optional[int] = None) -> KGEModel:
     """A model file written by ``KGEModel.save`` or ``sgrad-kge train`` (or a training
-    checkpoint), for queries on ``threads`` threads (None: every core).
+    checkpoint), for queries on ``threads`` threads (None or 0: every core).
     FileNotFoundError for a missing file, sgrad.FormatError naming path for one that is
     not a model."""
     p = check_input_file(path, "load")
     if threads is not None and (not isinstance(threads, (int, np.integer)) or isinstance(threads, bool)
-                                or not 1 <= threads <= 4096):
-        raise ValueError(f"load: threads must be an int in [1, 4096], not {threads!r}")
+                                or not 0 <= threads <= 4096):
+        raise ValueError(f"load: threads must be an int in [0, 4096], not {threads!r}")
     err = M.ModelError()
     ptr = M.models().sg_kge_load(_enc(p, "load"), int(threads or 0), ctypes.byref(err))
     if not ptr:

@@ -653,8 +653,9 @@ training call returns; before training they are zeros, not gensim's random start
         else:
             _check_restartable(corpus_iterable, "corpus_iterable")
         words = self._epoch_words(corpus_iterable, path, total_examples, total_words)
-        self.epochs, self.alpha = epochs, start_alpha or self.alpha
-        self._set_options(words)
+        alpha = start_alpha or self.alpha
+        self._set_options(words, epochs, alpha)
+        self.epochs, self.alpha = epochs, alpha  # only once the options are taken
         if compute_loss is not None:
             self.compute_loss = bool(compute_loss)
         self._callbacks = self.callbacks = tuple(callbacks)  # gensim's: train's own only
@@ -721,12 +722,13 @@ training call returns; before training they are zeros, not gensim's random start
         finally:
             mm.sg_vocab_free(v)
 
-    def _set_options(self, epoch_words: int) -> None:
-        """The coming training call's options: the model's, with this object's epochs,
-        alpha, workers and event callback, and epoch_words."""
+    def _set_options(self, epoch_words: int, epochs: int, alpha: float) -> None:
+        """The coming training call's options: the model's, with epochs, alpha, this
+        object's workers and event callback, and epoch_words (raises, the model's options
+        unchanged, when the library refuses them)."""
         mm, err = M.models(), M.ModelError()
         o = mm.sg_w2v_options(self._handle.ptr)
-        o.iter, o.alpha, o.threads, o.epoch_words = self.epochs, float(self.alpha), self.workers, epoch_words
+        o.iter, o.alpha, o.threads, o.epoch_words = epochs, float(alpha), self.workers, epoch_words
         o.verbose, o.on_event = 0, self._event_callback()
         if mm.sg_w2v_set_options(self._handle.ptr, ctypes.byref(o), ctypes.byref(err)):
             M.raise_error(err, "train")

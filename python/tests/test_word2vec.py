@@ -298,6 +298,12 @@ def test_bad_arguments_are_refused_before_training(corpus, tmp_path):
             m.train(corpus_iterable=[["a", "b"]], **dict(dict(total_examples=1, epochs=2), **kw))
     with pytest.raises(NotImplementedError, match="end_alpha"):
         m.train(corpus_iterable=[["a", "b"]], total_examples=1, epochs=2, end_alpha=0.01)
+    # options the library refuses: epochs and alpha stay as they were
+    epochs, alpha, m.workers = m.epochs, m.alpha, -1
+    with pytest.raises(ValueError):
+        m.train(corpus_iterable=[["a", "b"]], total_examples=1, epochs=epochs + 3, start_alpha=alpha / 2)
+    assert (m.epochs, m.alpha) == (epochs, alpha)
+    m.workers = 1
     with pytest.raises(NotImplementedError, match="update"):
         m.build_vocab(corpus_iterable=[["a"]], update=True)
 

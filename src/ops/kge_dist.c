@@ -51,7 +51,9 @@
                                    int64_t D, T *out)                                     \
     {                                                                                     \
         const int64_t K = D / 2, len = kind == SG_DIST_COMPLEX ? K : D;                   \
-        const T *y0 = y, *y1 = y + ys, *y2 = y + 2 * ys, *y3 = y + 3 * ys;                \
+        /* pairs 1..3 formed only when they exist: y + ys is past the end at R 1 */       \
+        const int64_t yo = R > 1 ? ys : 0;                                                \
+        const T *y0 = y, *y1 = y + yo, *y2 = y + 2 * yo, *y3 = y + 3 * yo;                \
         T a0[KGE_LANES] = {0}, a1[KGE_LANES] = {0}, a2[KGE_LANES] = {0}, a3[KGE_LANES] = {0}; \
         int64_t i = 0;                                                                    \
         for (; i + KGE_LANES <= len; i += KGE_LANES)                                      \
@@ -101,7 +103,9 @@
                                    const T *restrict y, int64_t ys, const T *g,           \
                                    const T *dist, int64_t D, T *restrict gx)              \
     {                                                                                     \
-        const T *y0 = y, *y1 = y + ys, *y2 = y + 2 * ys, *y3 = y + 3 * ys;                \
+        /* pairs 1..3 formed only when they exist: y + ys is past the end at R 1 */       \
+        const int64_t yo = R > 1 ? ys : 0;                                                \
+        const T *y0 = y, *y1 = y + yo, *y2 = y + 2 * yo, *y3 = y + 3 * yo;                \
         if (kind == SG_DIST_COMPLEX) {                                                    \
             const int64_t K = D / 2;                                                      \
             T *gre = gx, *gim = gx + K;                                                   \

@@ -21,4 +21,13 @@ int kge_cmd_eval(int argc, char **argv);
 int kge_cmd_predict(int argc, char **argv);
 int kge_cmd_export(int argc, char **argv);
 
+/* Under mpirun (dist.c, built with MPI only): MPI started, *out the sg_kge_dist of this
+ * rank (also for 1 rank), the ranks' command lines checked to agree. 0, or -1 with a
+ * message. verbose: each rank prints the entity rows it holds. */
+int kge_dist_start(int *argc, char ***argv, bool verbose, sg_kge_dist **out);
+/* The largest of the ranks' rc (collective). */
+int kge_dist_agree(sg_kge_dist *p, int rc);
+/* Frees p and ends MPI (NULL: nothing). */
+void kge_dist_end(sg_kge_dist *p);
+
 #endif

@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "                   F.<rank>-of-<P> per rank, resumed by the same P only\n"
             "  sgrad-kge eval MODEL -test F [-filter F,F,...] [-threads N]\n"
             "                   filtered ranking, one JSON line: mrr, hits@1, hits@3, hits@10,\n"
-            "                   mr, count, unseen, unknown\n"
+            "                   mr, count, unseen, unknown (the five means null when count is 0)\n"
             "  sgrad-kge predict MODEL -head H -relation R [-k 10]   the best tails\n"
             "  sgrad-kge predict MODEL -relation R -tail T [-k 10]   the best heads\n"
             "  sgrad-kge export MODEL -output DIR   entities.tsv, relations.tsv, entities.npy,\n"
@@ -86,7 +86,7 @@ static int parse_flag(kge_flags *f, const char *k, const char *a)
     else if (!strcmp(k, "-negs")) ok = tc_parse_int(a, 0, 1 << 20, &o->negs);
     else if (!strcmp(k, "-chunk-negs")) ok = tc_parse_int(a, 0, 1, &n), o->chunk_negs = (int)n;
     else if (!strcmp(k, "-reciprocal")) ok = tc_parse_int(a, 0, 1, &n), o->reciprocal = (int)n;
-    else if (!strcmp(k, "-threads")) ok = tc_parse_int(a, 1, 4096, &n), o->threads = (int)n;
+    else if (!strcmp(k, "-threads")) ok = tc_parse_int(a, 0, 4096, &n), o->threads = (int)n;
     else if (!strcmp(k, "-seed")) ok = tc_parse_int(a, 0, INT64_MAX, &n), o->seed = (uint64_t)n;
     else if (!strcmp(k, "-eval-every")) ok = tc_parse_int(a, 0, 1000000, &n), o->eval_every = (int)n;
     else if (!strcmp(k, "-max-eval")) ok = tc_parse_int(a, 0, INT64_MAX, &o->max_eval);

@@ -11,8 +11,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The most files eval's -filter takes. */
+#define KGE_MAX_FILTERS 64
+
 void kge_print_metrics(FILE *f, const sg_kge_metrics *m)
 {
+    /* no triple ranked: the means are undefined, and JSON has no nan */
+    if (m->count == 0) {
+        fprintf(f, "{\"mrr\":null,\"hits@1\":null,\"hits@3\":null,\"hits@10\":null,\"mr\":null,\"count\":0,"
+                   "\"unseen\":%lld,\"unknown\":%lld}",
+                (long long)m->unseen, (long long)m->unknown);
+        return;
+    }
     fprintf(f, "{\"mrr\":%.6f,\"hits@1\":%.6f,\"hits@3\":%.6f,\"hits@10\":%.6f,\"mr\":%.4f,\"count\":%lld,"
                "\"unseen\":%lld,\"unknown\":%lld}",
             m->mrr, m->hits1, m->hits3, m->hits10, m->mr, (long long)m->count, (long long)m->unseen,
@@ -63,11 +73,11 @@ static sg_kge *load(int argc, char **argv, int threads)
     return m;
 }
 
-/* "-threads N" (NULL: every core); -1 with a message when bad. */
+/* "-threads N" (NULL or 0: every core); -1 with a message when bad. */
 static int threads_of(const char *s)
 {
     int64_t n = 0;
-    if (s && !tc_parse_int(s, 1, 4096, &n)) {
+    if (s && !tc_parse_int(s, 0, 4096, &n)) {
         fprintf(stderr, KGE_PROG ": bad value for -threads: %s\n", s);
         return -1;
     }
@@ -82,10 +92,13 @@ int kge_cmd_eval(int argc, char **argv)
     if (bad || threads < 0) return 2;
     if (!v[0]) return fprintf(stderr, KGE_PROG " eval: -test FILE is required\n"), 2;
     char *list = v[1] ? strdup(v[1]) : NULL;
-    const char *filters[64];
+    const char *filters[KGE_MAX_FILTERS];
     int nf = 0;
-    for (char *s = list ? strtok(list, ",") : NULL; s && nf < 64; s = strtok(NULL, ",")) filters[nf++] = s;
-    bool ok = kge_check_input("-test", v[0]);
+    bool ok = true;
+    for (char *s = list ? strtok(list, ",") : NULL; s && ok; s = strtok(NULL, ","))
+        if (nf < KGE_MAX_FILTERS) filters[nf++] = s;
+        else ok = false, fprintf(stderr, KGE_PROG " eval: more than %d -filter files\n", KGE_MAX_FILTERS);
+    ok = ok && kge_check_input("-test", v[0]);
     for (int i = 0; i < nf; i++) ok = kge_check_input("-filter", filters[i]) && ok;
     sg_kge *m = ok && (!v[1] || list) ? load(argc, argv, threads) : NULL;
     int rc = m ? 0 : 2;
@@ -139,7 +152,9 @@ int kge_cmd_export(int argc, char **argv)
     if (parse_pairs(argc, argv, known, v)) return 2;
     struct stat st;
     if (!v[0]) return fprintf(stderr, KGE_PROG " export: -output DIR is required\n"), 2;
-    const int bad = stat(v[0], &st) ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(v[0], W_OK | X_OK) ? errno : 0;
+    /* a missing directory is made by the export (its parent must exist) */
+    const int bad = stat(v[0], &st) ? (errno == ENOENT ? 0 : errno)
+                  : !S_ISDIR(st.st_mode) ? ENOTDIR : access(v[0], W_OK | X_OK) ? errno : 0;
     if (bad) return fprintf(stderr, KGE_PROG ": cannot write -output %s: %s\n", v[0], strerror(bad)), 2;
     sg_kge *m = load(argc, argv, 0);
     sg_model_error err;
