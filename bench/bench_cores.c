@@ -14,10 +14,8 @@
  * word2vec's step on rows (a row's dot product with a vector, then the row moved along
  * it) at rows drawn at random from 11.2 MB (Brown's two tables); ref_ms is the fastest
  * processor's, and `speed` is ref_ms / ms. A host may give one virtual core much less
- * than the other for minutes (on 2026-12-04 one core ran this up to 2.7x slower while a
- * 1-thread Brown run pinned there took 1.6x the time, and the same work on rows in the
- * core's own cache differed by at most 21%); two threads can then give at most the sum of
- * the speeds against one thread on the fastest. */
+ * than the other for minutes (docs/performance.md has the measured case); two threads
+ * can then give at most the sum of the speeds against one thread on the fastest. */
 #define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include "bench.h"
 

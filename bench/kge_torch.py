@@ -57,7 +57,7 @@ def parse_args(argv):
         add(name, type=kind, default=default)
     add("-loss", default="softmax", choices=["softmax", "logistic", "margin", "selfadv"])
     add("-reg", default="n3", choices=["n3", "none"])
-    add("-optim", default="adagrad", choices=["adagrad", "sgd", "lazy-adam"])
+    add("-optim", default="adagrad", choices=["adagrad", "rowwise-adagrad", "sgd", "lazy-adam"])
     return p.parse_args(argv)
 
 
@@ -136,15 +136,23 @@ class Model(torch.nn.Module):
         return -torch.sqrt(d[:, :h] ** 2 + d[:, h:] ** 2).sum(1)
 
 
-def ranking_loss(a, pos, neg):
+def ranking_loss(a, pos, neg, valid=None):
+    """sg_ranking_loss: pos (Q), neg (Q, N); valid (Q, N) bool marks the columns that take
+    part (None: all), the masked ones counting in no sum, mean or softmax."""
+    if valid is not None:
+        neg_inf = neg.masked_fill(~valid, -math.inf)
+        count = valid.sum(1).to(neg.dtype)
+    else:
+        neg_inf, count = neg, torch.full_like(pos, neg.shape[1])
+    keep = (lambda x: x) if valid is None else (lambda x: x * valid)
     if a.loss == "softmax":
-        return (torch.logsumexp(torch.cat([pos[:, None], neg], 1), 1) - pos).sum()
+        return (torch.logsumexp(torch.cat([pos[:, None], neg_inf], 1), 1) - pos).sum()
     if a.loss == "logistic":
-        return (F.softplus(-pos) + F.softplus(neg).mean(1)).sum()
+        return (F.softplus(-pos) + keep(F.softplus(neg)).sum(1) / count.clamp(min=1)).sum()
     if a.loss == "margin":
-        return F.relu(a.margin - pos[:, None] + neg).sum()
-    w = torch.softmax(a.adv_temp * neg, 1).detach()
-    return (-F.logsigmoid(a.margin + pos) - (w * F.logsigmoid(-neg - a.margin)).sum(1)).sum()
+        return keep(F.relu(a.margin - pos[:, None] + neg)).sum()
+    w = torch.softmax(a.adv_temp * neg_inf, 1).detach()
+    return (-F.logsigmoid(a.margin + pos) - keep(w * F.logsigmoid(-neg - a.margin)).sum(1)).sum()
 
 
 def n3(a, model, x):
@@ -154,31 +162,42 @@ def n3(a, model, x):
     return x.abs().pow(3).sum()
 
 
-def side_loss(a, model, e, r, true, n_train, gen, tail):
-    """The loss of one side of a batch: chunks of a.chunk queries, each against a.negs
-    shared uniform negatives (plus, with -chunk-negs, the chunk's own true entities)."""
-    q = model.query(model.ent(e), model.rel(r), tail)
-    target = model.ent(true)
-    total = 0.0
-    for c0 in range(0, q.shape[0], a.chunk):
-        qc, tc = q[c0:c0 + a.chunk], target[c0:c0 + a.chunk]
-        negs = torch.randint(0, n_train, (a.negs,), generator=gen)
-        neg = model.sim(qc, model.ent(negs))
-        if a.chunk_negs:
-            own = model.sim(qc, tc)
-            own = own.masked_fill(torch.eye(qc.shape[0], dtype=torch.bool), -math.inf)
-            neg = torch.cat([neg, own], 1)
-        total = total + ranking_loss(a, model.sim_rows(qc, tc), neg)
-    return total
+def side_loss(a, model, q, target, own, negs, offset):
+    """One side of a chunk, as sgrad-kge's: queries q (Q, dim) with true rows target
+    against the chunk's shared negatives and, with -chunk-negs, against `own` (the
+    chunk's true rows), query i's own column offset + i masked."""
+    neg = model.sim(q, model.ent(negs))
+    valid = None
+    if a.chunk_negs:
+        neg = torch.cat([neg, model.sim(q, own)], 1)
+        valid = torch.ones_like(neg, dtype=torch.bool)
+        rows = torch.arange(q.shape[0])
+        valid[rows, a.negs + offset + rows] = False
+    return ranking_loss(a, model.sim_rows(q, target), neg, valid)
+
+
+def chunk_loss(a, model, h, r, t, n_rel, n_train, gen):
+    """A chunk of edges sharing one draw of a.negs negatives: with -reciprocal, its 2M
+    tail queries (h, r) and (t, r + R) in one matrix (in-chunk negatives: the chunk's
+    tails, then heads); without, the tail side and the head side, each against the same
+    negatives (in-chunk negatives: that side's true entities)."""
+    negs = torch.randint(0, n_train, (a.negs,), generator=gen)
+    H, T = model.ent(h), model.ent(t)
+    if a.reciprocal:
+        q = torch.cat([model.query(H, model.rel(r), True), model.query(T, model.rel(r + n_rel), True)])
+        target = torch.cat([T, H])
+        return side_loss(a, model, q, target, target, negs, 0)
+    R = model.rel(r)
+    return (side_loss(a, model, model.query(H, R, True), T, T, negs, 0) +
+            side_loss(a, model, model.query(T, R, False), H, H, negs, 0))
 
 
 def train_batch(a, model, opt, batch, n_rel, n_train, gen):
     h, r, t = batch[:, 0], batch[:, 1], batch[:, 2]
-    loss = side_loss(a, model, h, r, t, n_train, gen, True)
-    if a.reciprocal:
-        loss = loss + side_loss(a, model, t, r + n_rel, h, n_train, gen, True)
-    else:
-        loss = loss + side_loss(a, model, t, r, h, n_train, gen, False)
+    loss = 0.0
+    for c0 in range(0, batch.shape[0], a.chunk):
+        c = slice(c0, c0 + a.chunk)
+        loss = loss + chunk_loss(a, model, h[c], r[c], t[c], n_rel, n_train, gen)
     loss = loss / (2 * batch.shape[0])
     if a.reg == "n3":
         # sgrad-kge's N3: each query's head, relation and tail rows, over 2 x the batch's
@@ -233,10 +252,36 @@ def known_index(sets):
     return known
 
 
+class RowwiseAdagrad(torch.optim.Optimizer):
+    """Row-wise Adagrad on sparse gradients, as sgrad's sg_optim_rowwise_adagrad and
+    FBGEMM's: one accumulator per row, += the mean of the row's squared gradient; the
+    row moves by lr g / (sqrt(acc) + eps). torch has no such optimizer."""
+
+    def __init__(self, params, lr, eps=1e-10):
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.coalesce()
+                rows, vals = g.indices()[0], g.values()
+                acc = self.state[p].setdefault("acc", torch.zeros(p.shape[0], dtype=p.dtype))
+                acc[rows] += (vals * vals).mean(1)
+                p[rows] -= group["lr"] * vals / (acc[rows].sqrt() + group["eps"])[:, None]
+
+
 def make_optimizer(a, model):
+    """torch's optimizers on the sparse gradients; lazy-adam is torch's SparseAdam, whose
+    bias correction counts the parameter's steps where sgrad's LazyAdam counts each row's
+    (docs/kge.md)."""
     params = list(model.parameters())
     if a.optim == "adagrad":
         return torch.optim.Adagrad(params, lr=a.lr)
+    if a.optim == "rowwise-adagrad":
+        return RowwiseAdagrad(params, lr=a.lr)
     if a.optim == "sgd":
         return torch.optim.SGD(params, lr=a.lr)
     return torch.optim.SparseAdam(params, lr=a.lr)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The README's cost model of the MPI module: bytes per rank per step and communication
-time at P machines, for the embedding train step (B lookups per rank, a (V, D) f32 table)
-and for a skip-gram word2vec step (sgrad-w2v: E examples of one input row, one positive
-and `negative` sampled output rows), three ways: the data-parallel sparse exchange
+"""The cost model of the MPI module (docs/mpi.md, docs/kge.md): bytes per rank per step and
+communication time at P machines, for the embedding train step (B lookups per rank, a
+(V, D) f32 table), for a skip-gram word2vec step (sgrad-w2v: E examples of one input row,
+one positive and `negative` sampled output rows), and for an epoch of knowledge-graph
+training at Freebase's scale (sgrad-kge under mpirun; --kge-* below), three ways: the data-parallel sparse exchange
 (sg_dist_reduce_grads, allgatherv of coalesced rows), the dense allreduce it falls back to,
 and the sharded table (sg_dist_table: indices to the owners, rows back, gradient rows to
 the owners).
@@ -21,6 +22,19 @@ least min_count times (default: data/demo-corpus.txt.xz, without subsampling).
 Local compute is not modelled (it is the one-rank step, which sgrad-bench dist reports).
 
     python3 bench/dist/cost_model.py [--alpha-us 20] [--gbit 25] [--corpus FILE]
+        [--kge-rate EDGES_PER_CORE_S] [--kge-cores 48] [--kge-batch 10000]
+
+The knowledge-graph part: E entities, M edges, R relations, dim d (Freebase as DGL-KE
+trained it: 86,054,151 entities, 338,586,276 edges, 14,824 relations, d 400), reciprocal
+training (two tail queries an edge), chunks of C = 1000 edges sharing N = 1000 negatives
+per query side, B edges per rank-step. A step looks up 2B true rows and 2 (B / C) N
+negatives through the sharded entity table, and reduces the relation rows it touched
+(replicated parameters: a sparse allgather or a dense allreduce, whichever is cheaper, as
+the module's rule picks; relations uniform: the worst case). Compute per
+step is B / (cores x rate), rate the measured training edges/s of one core at d 400 on
+this project's machine (docs/performance.md), scaled by nothing: a 48-core machine is
+taken as 48 of these cores. Epoch time = steps x (compute + communication), nothing
+overlapped.
 """
 import argparse
 import collections
@@ -82,6 +96,9 @@ def main():
     ap.add_argument("--examples", type=int, default=2200, help="skip-gram examples per batch")
     ap.add_argument("--negative", type=int, default=5)
     ap.add_argument("--dim", type=int, default=100)
+    ap.add_argument("--kge-rate", type=float, default=3000.0, help="training edges/s of one core, d 400")
+    ap.add_argument("--kge-cores", type=int, default=48)
+    ap.add_argument("--kge-batch", type=int, default=10000, help="edges per rank-step")
     a = ap.parse_args()
     alpha, beta = a.alpha_us * 1e-6, a.gbit * 1e9 / 8
     ranks = (8, 16, 64)
@@ -108,6 +125,30 @@ def main():
     for P in ranks:
         r = model(P, alpha, beta, [(Vw, Dw, u_in), (Vw, Dw, u_out)], [(E, Dw), (E * (1 + k), Dw)])
         print(f"| {P} | " + " | ".join(f"{b / 1e6:.3g}, {t * 1e3:.3g}" for _, b, t in r) + " |")
+    kge(a, alpha, beta, ranks)
+
+
+def kge(a, alpha, beta, ranks):
+    E, M, R, d, C, N = 86054151, 338586276, 14824, 400, 1000, 1000
+    B = a.kge_batch
+    lookups = 2 * B + 2 * (B // C) * N
+    u_rel = 2 * R * (1 - (1 - 1 / (2 * R)) ** (2 * B))
+    print(f"knowledge graph at Freebase's scale: E {E}, M {M}, R {R}, d {d}; B {B} edges per "
+          f"rank-step, chunks of {C} with {N} negatives per side; {lookups} entity lookups and "
+          f"{u_rel:.0f} relation rows per step; {a.kge_cores} cores x {a.kge_rate:g} edges/s")
+    print("| P | entity rows per rank | MB per rank-step | comm ms per step | compute ms per step "
+          "| steps per epoch | epoch, minutes |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for P in ranks:
+        r = model(P, alpha, beta, [(2 * R, d, u_rel)], [(lookups, d)])
+        rel = min(r[0], r[1], key=lambda x: x[2])  # the module's rule: sparse or dense
+        comm_bytes = rel[1] + r[2][1]
+        comm_s = rel[2] + r[2][2]
+        compute_s = B / (a.kge_cores * a.kge_rate)
+        steps = math.ceil(M / (P * B))
+        print(f"| {P} | {E / P / 1e6:.1f}M ({E / P * d * 4 / 1e9:.1f} GB) | {comm_bytes / 1e6:.3g} | "
+              f"{comm_s * 1e3:.3g} | {compute_s * 1e3:.3g} | {steps} | "
+              f"{steps * (comm_s + compute_s) / 60:.1f} |")
 
 
 if __name__ == "__main__":
