@@ -1,5 +1,6 @@
-/* The library's errors and events, the clock, and the public face of the shared pieces:
- * sg_vocab (over tc_vocab) and sg_lines (the corpus reader, line by line).
+/* The library's status strings and events, the clock, and the public face of the shared
+ * pieces: sg_vocab (over tc_vocab) and sg_lines (the corpus reader, line by line). Errors
+ * are recorded by error.c.
  *
  * Invariants: an error is recorded once, where it is known, with the caller's path in
  * its message; nothing here prints. An INFO event is formatted only when its level is
@@ -20,30 +21,6 @@ double tc_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int tc_fail(sg_model_error *e, int status, const char *fmt, ...)
-{
-    if (!e) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    e->status = status;
-    return -1;
-}
-
-int tc_fail_ctx(sg_model_error *e, const sg_ctx *ctx, const char *prefix)
-{
-    const int status = ctx ? sg_ctx_status(ctx) : SG_ERR_NOMEM;
-    return tc_fail(e, status ? status : SG_ERR_STATE, "%s%s", prefix, ctx ? sg_ctx_message(ctx) : "out of memory");
-}
-
-void tc_ok(sg_model_error *e)
-{
-    if (!e) return;
-    e->status = SG_OK;
-    e->message[0] = '\0';
 }
 
 const char *sg_model_status_string(int status)
