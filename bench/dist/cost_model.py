@@ -96,7 +96,7 @@ def main():
     ap.add_argument("--examples", type=int, default=2200, help="skip-gram examples per batch")
     ap.add_argument("--negative", type=int, default=5)
     ap.add_argument("--dim", type=int, default=100)
-    ap.add_argument("--kge-rate", type=float, default=3000.0, help="training edges/s of one core, d 400")
+    ap.add_argument("--kge-rate", type=float, default=9320.0, help="training edges/s of one core, d 400")
     ap.add_argument("--kge-cores", type=int, default=48)
     ap.add_argument("--kge-batch", type=int, default=10000, help="edges per rank-step")
     a = ap.parse_args()
