@@ -10,7 +10,6 @@
 #define TU_SEED 0x94D049BB133111EBull
 #include "testutil.h"
 
-#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 #define MAX_NAMES 4
 
 /* ---------------------------------------------------------------- the list */

@@ -6,7 +6,6 @@
 #include "ops/ops.h"
 #include "testutil.h"
 
-#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 static sg_ctx *new_ctx(int threads)
 {
@@ -14,14 +13,6 @@ static sg_ctx *new_ctx(int threads)
     return sg_ctx_new(&o);
 }
 
-/* Persistent tensor of dtype with values drawn from [lo, hi), requiring grad. */
-static sg_tensor *rnd(sg_ctx *ctx, sg_dtype dt, double lo, double hi, int ndim, const int64_t *shape)
-{
-    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
-    if (!t) return NULL;
-    sg_tensor_fill_uniform(t, lo, hi);
-    return sg_tensor_requires_grad(t, 1);
-}
 #define P64(ctx, lo, hi, ...) rnd(ctx, SG_F64, lo, hi, SHAPE(__VA_ARGS__))
 #define P32(ctx, lo, hi, ...) rnd(ctx, SG_F32, lo, hi, SHAPE(__VA_ARGS__))
 static sg_tensor *from64(sg_ctx *ctx, int ndim, const int64_t *shape, const double *v)

@@ -10,7 +10,6 @@
 
 #include <complex.h>
 
-#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 static sg_ctx *new_ctx(int threads)
 {
@@ -18,14 +17,6 @@ static sg_ctx *new_ctx(int threads)
     return sg_ctx_new(&o);
 }
 
-/* Persistent tensor of dtype with values drawn from [lo, hi), requiring grad. */
-static sg_tensor *rnd(sg_ctx *ctx, sg_dtype dt, double lo, double hi, int ndim, const int64_t *shape)
-{
-    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
-    if (!t) return NULL;
-    sg_tensor_fill_uniform(t, lo, hi);
-    return sg_tensor_requires_grad(t, 1);
-}
 #define RND(ctx, dt, lo, hi, ...) rnd(ctx, dt, lo, hi, SHAPE(__VA_ARGS__))
 
 static void set_at(sg_tensor *t, int64_t i, double v)

@@ -30,6 +30,18 @@ static inline uint64_t tu_rand(void)
 /* Uniform in [-1, 1). */
 static inline double tu_rand_unit(void) { return (double)(tu_rand() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
+/* A shape as the (ndim, shape) pair the tensor constructors take: SHAPE(3, 4). */
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* Persistent tensor of dtype with values drawn from [lo, hi), requiring grad. */
+static inline sg_tensor *rnd(sg_ctx *ctx, sg_dtype dt, double lo, double hi, int ndim, const int64_t *shape)
+{
+    sg_tensor *t = sg_tensor_new(ctx, dt, ndim, shape);
+    if (!t) return NULL;
+    sg_tensor_fill_uniform(t, lo, hi);
+    return sg_tensor_requires_grad(t, 1);
+}
+
 /* Persistent f64 COO with nnz random entries over (sub)rows [0, range) of its sparse index
  * (range <= 0: all), so duplicates are likely; values in [-1, 1). */
 static inline sg_tensor *tu_rand_coo(sg_ctx *ctx, int ndim, const int64_t *shape, int sd, int64_t nnz, int64_t range)

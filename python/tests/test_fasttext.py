@@ -7,7 +7,6 @@ training, a missing input FileNotFoundError, a damaged model FormatError naming 
 Ctrl-C stops training. The comparisons with the program skip where it is not built."""
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -17,22 +16,13 @@ import numpy as np
 import pytest
 
 import sgrad
+from programs import program
 from sgrad import fasttext
 
 FLAGS = dict(lr=0.5, dim=8, epoch=4, wordNgrams=2, bucket=1000, minCount=2, thread=2,
              seed=3, verbose=0)
 
 
-def program():
-    if os.environ.get("SGRAD_FASTTEXT"):
-        return os.environ["SGRAD_FASTTEXT"]
-    cand = os.path.join(os.path.dirname(os.path.abspath(sgrad._lib.path)), "sgrad-fasttext")
-    if os.access(cand, os.X_OK):
-        return cand
-    found = shutil.which("sgrad-fasttext")
-    if not found:
-        pytest.skip("sgrad-fasttext is not built (SGRAD_BUILD_TOOLS=OFF) and not on PATH")
-    return found
 
 
 def make_lines(r, n):
@@ -65,7 +55,7 @@ def data(tmp_path_factory):
 
 
 def direct(*args, stdin=None):
-    return subprocess.run([program(), *map(str, args)], input=stdin, check=True,
+    return subprocess.run([program("sgrad-fasttext", "SGRAD_FASTTEXT"), *map(str, args)], input=stdin, check=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout.decode()
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import sgrad
+from programs import program
 from sgrad import _models as M
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,17 +29,6 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SMALL = dict(dim=16, epochs=30, batch=64, chunk=32, negs=24, threads=2, seed=3)
 
 
-def program(name="sgrad-kge", env="SGRAD_KGE"):
-    """The program beside the loaded libsgrad.so (a build tree), $env, or PATH."""
-    if os.environ.get(env):
-        return os.environ[env]
-    cand = os.path.join(os.path.dirname(os.path.abspath(sgrad._lib.path)), name)
-    if os.access(cand, os.X_OK):
-        return cand
-    found = shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not built (SGRAD_BUILD_TOOLS=OFF) and not on PATH")
-    return found
 
 
 def write_tsv(path, triples):
@@ -257,7 +247,7 @@ def test_save_load_export(graph, tmp_path):
 
 
 def test_in_process_is_bitwise_the_program(graph, tmp_path):
-    exe = program()
+    exe = program("sgrad-kge", "SGRAD_KGE")
     flags = dict(model="distmult", dim=12, epochs=6, batch=40, chunk=20, negs=16, lr=0.2,
                  seed=9, reg_coef=0.01, optim="rowwise-adagrad")
     argv = [exe, "train", "-train", graph["train"], "-valid", graph["valid"], "-test",

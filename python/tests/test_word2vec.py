@@ -6,7 +6,6 @@ gensim's, arguments sgrad does not honour raise NotImplementedError, bad ones Va
 before training, and Ctrl-C stops training with the model usable. The comparisons with
 the program skip where sgrad-w2v is not built."""
 import os
-import shutil
 import signal
 import subprocess
 
@@ -14,20 +13,10 @@ import numpy as np
 import pytest
 
 import sgrad
+from programs import program
 from sgrad import word2vec
 
 
-def program(name="sgrad-w2v", env="SGRAD_W2V"):
-    """The program beside the loaded libsgrad.so (a build tree), $env, or PATH."""
-    if os.environ.get(env):
-        return os.environ[env]
-    cand = os.path.join(os.path.dirname(os.path.abspath(sgrad._lib.path)), name)
-    if os.access(cand, os.X_OK):
-        return cand
-    found = shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not built (SGRAD_BUILD_TOOLS=OFF) and not on PATH")
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +58,7 @@ KW = dict(vector_size=16, window=3, negative=4, sample=1e-3, min_count=2, epochs
 
 @pytest.mark.parametrize("sg,hs", [(1, 0), (0, 0), (1, 1)], ids=["skipgram", "cbow", "sg-hs"])
 def test_vectors_are_bitwise_a_direct_runs(corpus, tmp_path, sg, hs):
-    prog = program()
+    prog = program("sgrad-w2v", "SGRAD_W2V")
     model = sgrad.Word2Vec(corpus_file=str(corpus), sg=sg, hs=hs, **KW)
     direct = tmp_path / "direct.bin"
     subprocess.run([prog, "-train", str(corpus), "-output", str(direct), "-binary", "1",
