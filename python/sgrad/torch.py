@@ -462,7 +462,8 @@ class _Tables:
     # -- forward and backward
     def forward(self, jobs: List["_Job"], record: bool) -> Tuple[_Step, List[int]]:
         """Runs the jobs' sgrad ops; returns the step and each job's output handle. The
-        step awaits release (by the backward, or when torch frees the graph)."""
+        outputs live on the tape until the step is released: by the backward, when torch
+        frees the graph, or (record False) by the caller once it has copied them."""
         step = _Step(self)
         with self.lock:
             self.pending += 1
@@ -485,8 +486,6 @@ class _Tables:
             except BaseException:
                 self._release(step)
                 raise
-        if not record:
-            self._release(step)
         return step, step.outs
 
     def backward(self, step: _Step, jobs: List["_Job"], grads: List[torch.Tensor],
@@ -620,7 +619,11 @@ class _Lookup(torch.autograd.Function):
     def forward(ctx: Any, core: _Tables, jobs: List[_Job], meta: Dict[str, Any],
                 *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         step, outs = core.forward(jobs, meta["record"])
-        out = _assemble(core, jobs, outs, meta)
+        try:
+            out = _assemble(core, jobs, outs, meta)
+        finally:
+            if not meta["record"]:
+                core._release(step)  # the outputs are copied: the tape may go
         ctx.core, ctx.jobs, ctx.step, ctx.meta = core, jobs, step, meta
         ctx.n_tensors = len(tensors)
         if meta["record"]:

@@ -340,3 +340,47 @@ def test_many_outputs_kept_without_backward_warn_once():
     del kept
     gc.collect()
     assert m._sg.pending == 0 and m._sg.ctx.tape_nodes() == 0
+
+
+@pytest.mark.parametrize("D", [32, 64, 128, 5])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bag_sums_in_entry_order_bitwise(D, mode, dtype):
+    """Each bag's sum is its rows added one by one in entry order (padding left out, an
+    empty bag zero), whatever the width: checked bit for bit against that loop."""
+    torch.manual_seed(D)
+    V, pad = 40, 7
+    mine = st.EmbeddingBag(V, D, mode=mode, padding_idx=pad, dtype=dtype)
+    idx, off = bags(N=200, B=30, V=V, seed=D)
+    off[3] = off[4]  # bag 3 empty
+    W = mine.weight.detach().numpy()
+    expected = np.zeros((30, D), W.dtype)
+    ends = off.tolist()[1:] + [idx.numel()]
+    for b, (s, e) in enumerate(zip(off.tolist(), ends)):
+        rows = [r for r in idx[s:e].tolist() if r != pad]
+        for r in rows:
+            expected[b] += W[r]
+        if mode == "mean" and rows:
+            expected[b] /= W.dtype.type(len(rows))
+    got = mine(idx, off).detach().numpy()
+    assert np.array_equal(got, expected)
+
+
+def test_forward_without_grad_reads_its_outputs_before_the_tape_goes():
+    """Under no_grad the tape is reset as soon as the forward's outputs are copied: the
+    copy must come first (outputs of a MB and more are freed at the reset)."""
+    torch.manual_seed(0)
+    ref = nn.EmbeddingBag(1000, 64, mode="sum")
+    ebc = st.EmbeddingBagCollection([(1000, 64)] * 3, optimizer=st.Adagrad(lr=0.1))
+    for k in ebc.keys:
+        with torch.no_grad():
+            ebc.embedding_bags[k].weight.copy_(ref.weight)
+    g = torch.Generator().manual_seed(2)
+    values = torch.randint(0, 1000, (3 * 4096 * 4,), generator=g)
+    lengths = torch.full((3 * 4096,), 4, dtype=torch.int64)
+    with torch.no_grad():
+        out = ebc(values, lengths=lengths)
+    expected = torch.cat([ref(values[k * 16384:(k + 1) * 16384].view(4096, 4))
+                          for k in range(3)], dim=1)
+    torch.testing.assert_close(out, expected)
+    assert ebc._sg.pending == 0 and ebc._sg.ctx.tape_nodes() == 0

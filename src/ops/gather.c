@@ -411,6 +411,23 @@ typedef struct {
     } while (0)
 
 /* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
+/* Sums bag b's rows (entries [s, e), padding left out) of a D == DC table into o, with the
+ * sum kept in registers (DC a constant: the compiler unrolls it) and stored once. The same
+ * bits as the general loop, which adds 1 * row[j] to o[j] starting from zero. */
+#define SG__BAG_SUM_FIXED(T, DC, w, wbytes, idx, pad, s, e, end, rowbytes, o)                \
+    do {                                                                                  \
+        T acc_[DC];                                                                       \
+        for (int j_ = 0; j_ < (DC); j_++) acc_[j_] = 0;                                   \
+        for (int64_t i_ = (s); i_ < (e); i_++) {                                          \
+            SG__BAG_PREFETCH(wbytes, idx, i_ + SG__BAG_AHEAD, end, rowbytes);             \
+            const int64_t r_ = sg__idx_at(idx, i_);                                       \
+            if (r_ == (pad)) continue;                                                    \
+            const T *row_ = (w) + r_ * (DC);                                              \
+            for (int j_ = 0; j_ < (DC); j_++) acc_[j_] += row_[j_];                       \
+        }                                                                                 \
+        for (int j_ = 0; j_ < (DC); j_++) (o)[j_] = acc_[j_];                             \
+    } while (0)
+
 SG__HOT_BODY void bag_forward__body(void *ud, int64_t lo, int64_t hi)
 {
     const bag_job *jb = ud;
@@ -442,13 +459,21 @@ SG__HOT_BODY void bag_forward__body(void *ud, int64_t lo, int64_t hi)
                 }
                 continue;
             }
-            for (int64_t i = s; i < e; i++) {
-                SG__BAG_PREFETCH(wbytes, idx, i + SG__BAG_AHEAD, end, rowbytes);
-                int64_t r = sg__idx_at(idx, i);
-                if (r == pad) continue;
-                const T *row = w + r * D;
-                T c = pw ? pw[i] : (T)1;
-                for (int64_t j = 0; j < D; j++) o[j] += c * row[j];
+            if (!pw && D == 64) {
+                SG__BAG_SUM_FIXED(T, 64, w, wbytes, idx, pad, s, e, end, rowbytes, o);
+            } else if (!pw && D == 32) {
+                SG__BAG_SUM_FIXED(T, 32, w, wbytes, idx, pad, s, e, end, rowbytes, o);
+            } else if (!pw && D == 128) {
+                SG__BAG_SUM_FIXED(T, 128, w, wbytes, idx, pad, s, e, end, rowbytes, o);
+            } else {
+                for (int64_t i = s; i < e; i++) {
+                    SG__BAG_PREFETCH(wbytes, idx, i + SG__BAG_AHEAD, end, rowbytes);
+                    int64_t r = sg__idx_at(idx, i);
+                    if (r == pad) continue;
+                    const T *row = w + r * D;
+                    T c = pw ? pw[i] : (T)1;
+                    for (int64_t j = 0; j < D; j++) o[j] += c * row[j];
+                }
             }
             int64_t cnt = jb->mode == SG_BAG_MEAN ? bag_count(idx, pad, s, e) : 0;
             if (cnt > 0)
