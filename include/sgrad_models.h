@@ -108,6 +108,12 @@ SG_API int sg_vocab_count_file(sg_vocab *v, const char *path, sg_model_error *er
 /* Counts a chunk of tokens handed in by the caller: tokens[i] a word (cut as the reader
  * cuts), or NULL for a sentence end. Chunks add up. */
 SG_API int sg_vocab_add_tokens(sg_vocab *v, const char *const *tokens, int64_t n, sg_model_error *err);
+/* The same for n whole sentences packed in one buffer (what a binding builds cheaply):
+ * sentence i has lens[i] tokens, and buf holds all the tokens in order, each followed by
+ * a NUL byte (len bytes in all). SG_ERR_ARG, nothing counted, when the NULs do not match
+ * the lengths (a token holding a NUL). */
+SG_API int sg_vocab_add_packed(sg_vocab *v, const char *buf, int64_t len, const int64_t *lens, int64_t n,
+                               sg_model_error *err);
 /* Adds the words of a `word count` file (word2vec.c's -save-vocab format); errors name
  * the line. */
 SG_API int sg_vocab_read(sg_vocab *v, const char *path, sg_model_error *err);
@@ -265,6 +271,12 @@ SG_API int64_t sg_w2v_size(const sg_w2v *m); /* words */
 SG_API int64_t sg_w2v_dim(const sg_w2v *m);
 SG_API const char *sg_w2v_word(const sg_w2v *m, int64_t i);
 SG_API int64_t sg_w2v_find(const sg_w2v *m, const char *word); /* -1: absent */
+/* The ids of n packed sentences (as sg_vocab_add_packed's) for sg_w2v_train_tokens: each
+ * token's row (cut as the reader cuts; SG_W2V_OOV when absent; an empty token, which no
+ * file holds, left out), SG_W2V_EOS after each sentence, into ids (cap >= the tokens + n).
+ * Returns the ids written, or minus an error status (nothing written). */
+SG_API int64_t sg_w2v_lookup_packed(const sg_w2v *m, const char *buf, int64_t len, const int64_t *lens, int64_t n,
+                                    int32_t *ids, int64_t cap, sg_model_error *err);
 SG_API int sg_w2v_threads(const sg_w2v *m);
 /* A word's vector into out (dim); SG_ERR_INDEX if absent. */
 SG_API int sg_w2v_word_vector(const sg_w2v *m, const char *word, float *out, sg_model_error *err);

@@ -191,6 +191,82 @@ static int64_t bad_ids(void *ud, int32_t *ids, int64_t cap)
     return *(int32_t *)ud == -7 ? -1 : 1;
 }
 
+/* The file's lines packed as a binding packs them: NUL-terminated tokens in one buffer
+ * and each line's token count. */
+static char *pack_corpus(int64_t **lens, int64_t *n, int64_t *len)
+{
+    sg_lines *l = sg_lines_open(corpus, NULL);
+    char *buf = malloc(1 << 20), **tok;
+    *lens = malloc(sizeof **lens * SENTENCES);
+    *n = *len = 0;
+    int64_t k;
+    bool eol;
+    while (sg_lines_next(l, &tok, &k, &eol) > 0) {
+        for (int64_t i = 0; i < k; i++) {
+            memcpy(buf + *len, tok[i], strlen(tok[i]) + 1);
+            *len += (int64_t)strlen(tok[i]) + 1;
+        }
+        (*lens)[(*n)++] = k;
+    }
+    sg_lines_close(l);
+    return buf;
+}
+
+TEST(packed_sentences_count_and_look_up_as_the_tokens_do)
+{
+    make_corpus();
+    int64_t *lens, n, len;
+    char *buf = pack_corpus(&lens, &n, &len);
+    CHECK(n == SENTENCES);
+    sg_vocab *packed = sg_vocab_new(), *from_file = sg_vocab_new();
+    CHECK(sg_vocab_count_file(from_file, corpus, NULL) == SG_OK);
+    CHECK(sg_vocab_add_packed(packed, buf, len, lens, n, NULL) == SG_OK);
+    CHECK(sg_vocab_tokens(packed) == sg_vocab_tokens(from_file) && sg_vocab_lines(packed) == sg_vocab_lines(from_file));
+    sg_vocab *tokens = sg_vocab_new(); /* the same tokens one by one: the same hash */
+    const char *p = buf;
+    for (int64_t s = 0; s < n; s++) {
+        const char *one[1];
+        for (int64_t t = 0; t < lens[s]; t++, p += strlen(p) + 1) {
+            one[0] = p;
+            CHECK(sg_vocab_add_tokens(tokens, one, 1, NULL) == SG_OK);
+        }
+        one[0] = NULL;
+        CHECK(sg_vocab_add_tokens(tokens, one, 1, NULL) == SG_OK);
+    }
+    CHECK(sg_vocab_corpus_hash(tokens) == sg_vocab_corpus_hash(packed));
+    sg_vocab_free(tokens);
+    /* a NUL inside a token (the counts no longer match): refused, nothing counted */
+    sg_model_error err;
+    sg_vocab *refused = sg_vocab_new();
+    buf[1] = '\0';
+    CHECK(sg_vocab_add_packed(refused, buf, len, lens, n, &err) == SG_ERR_ARG && strstr(err.message, "NUL"));
+    CHECK(sg_vocab_tokens(refused) == 0 && sg_vocab_lines(refused) == 0);
+    sg_vocab_free(refused);
+    free(buf);
+    buf = pack_corpus(&lens, &n, &len);
+    /* the ids: each token's row (an unknown word OOV), an end after each sentence */
+    sg_w2v_opts o = small_opts();
+    sg_w2v *m = sg_w2v_new(&o, &err);
+    CHECK(sg_w2v_build_vocab(m, NULL, packed, &err) == SG_OK);
+    memcpy(buf, "zz", 2); /* the first token, "t?w?" before: now no word's */
+    const int64_t cap = SENTENCES * (LEN + 1);
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    CHECK(sg_w2v_lookup_packed(m, buf, len, lens, n, ids, cap - 1, &err) == -SG_ERR_ARG);
+    CHECK(sg_w2v_lookup_packed(m, buf, len, lens, n, ids, cap, &err) == cap);
+    p = buf;
+    for (int64_t s = 0, k = 0; s < n; s++, k++) {
+        for (int64_t t = 0; t < lens[s]; t++, k++, p += strlen(p) + 1)
+            CHECK(ids[k] == (k == 0 ? SG_W2V_OOV : (int32_t)sg_w2v_find(m, p)));
+        CHECK(ids[k] == SG_W2V_EOS);
+    }
+    free(ids);
+    free(buf);
+    free(lens);
+    sg_w2v_free(m);
+    sg_vocab_free(packed);
+    sg_vocab_free(from_file);
+}
+
 TEST(a_bad_token_source_is_an_error)
 {
     make_corpus();

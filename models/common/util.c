@@ -70,31 +70,78 @@ int sg_vocab_count_file(sg_vocab *v, const char *path, sg_model_error *err)
     return status;
 }
 
+/* Counts one token of len bytes (NULL: a sentence end), as a file holding it would be
+ * counted: its hash and size with a space after each word, a newline after each sentence. */
+static int add_token(sg_vocab *v, const char *token, size_t len, char *word)
+{
+    if (!token) {
+        v->corpus_hash = tc_fnv1a_step(v->corpus_hash, '\n');
+        v->corpus_bytes++;
+        v->lines++;
+        v->line_open = false;
+        return 0;
+    }
+    v->corpus_hash = tc_fnv1a_step(tc_fnv1a(v->corpus_hash, token, len), ' ');
+    v->corpus_bytes += (int64_t)len + 1;
+    sg_word_as_read(token, word);
+    if (!word[0]) return 0;
+    v->total_tokens++;
+    v->line_open = true;
+    return tc_vocab_add(v, word, 1) < 0 ? -1 : 0;
+}
+
+static void start_counting(sg_vocab *v)
+{
+    if (v->total_tokens == 0 && v->lines == 0 && v->corpus_bytes == 0) v->corpus_hash = TC_FNV_OFFSET;
+}
+
 int sg_vocab_add_tokens(sg_vocab *v, const char *const *tokens, int64_t n, sg_model_error *err)
 {
     if (!v || (n > 0 && !tokens)) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary or tokens"), SG_ERR_NULL;
-    if (v->total_tokens == 0 && v->lines == 0 && v->corpus_bytes == 0) v->corpus_hash = TC_FNV_OFFSET;
+    start_counting(v);
     char word[TC_MAX_WORD];
+    for (int64_t i = 0; i < n; i++)
+        if (add_token(v, tokens[i], tokens[i] ? strlen(tokens[i]) : 0, word))
+            return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+    return SG_OK;
+}
+
+int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n, sg_model_error *err)
+{
+    if ((len > 0 && !buf) || (n > 0 && !lens)) return tc_fail(err, SG_ERR_NULL, "NULL buffer or lengths"), SG_ERR_NULL;
+    int64_t tokens = 0;
     for (int64_t i = 0; i < n; i++) {
-        /* the hash and size of a file holding them, a space after each word */
-        if (tokens[i]) {
-            const size_t len = strlen(tokens[i]);
-            v->corpus_hash = tc_fnv1a_step(tc_fnv1a(v->corpus_hash, tokens[i], len), ' ');
-            v->corpus_bytes += (int64_t)len + 1;
-        } else {
-            v->corpus_hash = tc_fnv1a_step(v->corpus_hash, '\n');
-            v->corpus_bytes++;
+        if (lens[i] < 0) return tc_fail(err, SG_ERR_ARG, "sentence %lld has %lld tokens", (long long)i, (long long)lens[i]), SG_ERR_ARG;
+        tokens += lens[i];
+    }
+    int64_t nuls = 0;
+    for (const char *p = buf, *end = buf + len; p < end; p++) {
+        p = memchr(p, '\0', (size_t)(end - p));
+        if (!p) break;
+        nuls++;
+    }
+    if (nuls != tokens || (len > 0 && buf[len - 1] != '\0'))
+        return tc_fail(err, SG_ERR_ARG, "%lld tokens in the lengths but %lld NUL-terminated in the buffer (a token holds a NUL?)",
+                       (long long)tokens, (long long)nuls),
+               SG_ERR_ARG;
+    return SG_OK;
+}
+
+int sg_vocab_add_packed(sg_vocab *v, const char *buf, int64_t len, const int64_t *lens, int64_t n, sg_model_error *err)
+{
+    if (!v) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary"), SG_ERR_NULL;
+    const int rc = tc_packed_check(buf, len, lens, n, err);
+    if (rc) return rc;
+    start_counting(v);
+    char word[TC_MAX_WORD];
+    const char *p = buf;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t k = 0; k < lens[i]; k++) {
+            const size_t tl = strlen(p);
+            if (add_token(v, p, tl, word)) return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+            p += tl + 1;
         }
-        if (!tokens[i]) {
-            v->lines++;
-            v->line_open = false;
-            continue;
-        }
-        sg_word_as_read(tokens[i], word);
-        if (!word[0]) continue;
-        v->total_tokens++;
-        v->line_open = true;
-        if (tc_vocab_add(v, word, 1) < 0) return tc_fail(err, SG_ERR_NOMEM, "out of memory"), SG_ERR_NOMEM;
+        add_token(v, NULL, 0, word);
     }
     return SG_OK;
 }

@@ -327,6 +327,32 @@ int64_t sg_w2v_find(const sg_w2v *m, const char *word)
     return m->wv ? sg_wordvec_find(m->wv, word) : tc_vocab_find(&m->vocab, word);
 }
 
+int64_t sg_w2v_lookup_packed(const sg_w2v *m, const char *buf, int64_t len, const int64_t *lens, int64_t n,
+                             int32_t *ids, int64_t cap, sg_model_error *err)
+{
+    tc_ok(err);
+    if (!m || (cap > 0 && !ids)) return tc_fail(err, SG_ERR_NULL, "NULL model or ids"), -SG_ERR_NULL;
+    const int rc = tc_packed_check(buf, len, lens, n, err);
+    if (rc) return -rc;
+    int64_t need = n;
+    for (int64_t i = 0; i < n; i++) need += lens[i];
+    if (need > cap) return tc_fail(err, SG_ERR_ARG, "%lld ids do not fit in %lld", (long long)need, (long long)cap), -SG_ERR_ARG;
+    char word[TC_MAX_WORD];
+    const char *p = buf;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t t = 0; t < lens[i]; t++) {
+            sg_word_as_read(p, word);
+            p += strlen(p) + 1;
+            if (!word[0]) continue; /* no file holds an empty word: it is not read */
+            const int64_t id = sg_w2v_find(m, word);
+            ids[k++] = id < 0 ? SG_W2V_OOV : (int32_t)id;
+        }
+        ids[k++] = SG_W2V_EOS;
+    }
+    return k;
+}
+
 /* The words of m's rows in order, as the writers take them (malloc'd array). */
 static const char **row_words(const sg_w2v *m)
 {

@@ -35,10 +35,11 @@ random stream), not a pickle; ``Word2Vec.load`` reads it (or a training checkpoi
 sgrad-w2v).
 """
 import ctypes
+import itertools
 import os
 import tempfile
 import types
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -86,6 +87,41 @@ def _enc(word: str) -> bytes:
 
 def _dec(word: bytes) -> str:
     return word.decode("utf-8", "surrogateescape")
+
+
+_PACK_TOKENS = 1 << 16  # tokens per chunk handed to C (about one chunk's memory in Python)
+
+
+def _i64p(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+
+def _packed_chunks(corpus: Iterable[List[str]], what: str) -> Iterator[Tuple[bytes, np.ndarray]]:
+    """corpus (lists of str) in chunks of whole sentences packed for C (sg_vocab_add_packed):
+    the tokens NUL-terminated in one buffer, and each sentence's token count. TypeError
+    for a sentence given as a str, ValueError for a word holding a NUL."""
+    chunk: List[List[str]] = []
+    tokens = 0
+    for sentence in corpus:
+        if isinstance(sentence, str):
+            raise TypeError(f"{what}: a sentence must be a list of str, not a str")
+        chunk.append(sentence)
+        tokens += len(sentence)
+        if tokens >= _PACK_TOKENS:
+            yield _pack(chunk, what)
+            chunk, tokens = [], 0
+    if chunk:
+        yield _pack(chunk, what)
+
+
+def _pack(chunk: List[List[str]], what: str) -> Tuple[bytes, np.ndarray]:
+    lens = np.fromiter(map(len, chunk), np.int64, len(chunk))
+    words = list(itertools.chain.from_iterable(chunk))
+    text = "\0".join(words)
+    if text.count("\0") != max(len(words) - 1, 0):
+        bad = next(w for w in words if "\0" in w)
+        raise ValueError(f"{what}: the word {bad!r} holds a NUL character")
+    return (_enc(text) + b"\0") if words else b"", lens
 
 
 def _table_copy(t: int) -> np.ndarray:
@@ -492,26 +528,10 @@ training call returns; before training they are zeros, not gensim's random start
     @staticmethod
     def _count(mm: Any, given: int, corpus: Iterable[List[str]]) -> None:
         err = M.ModelError()
-        chunk: List[Optional[bytes]] = []
-
-        def flush() -> None:
-            arr = (ctypes.c_char_p * len(chunk))(*chunk)
-            if mm.sg_vocab_add_tokens(given, arr, len(chunk), ctypes.byref(err)):
+        for buf, lens in _packed_chunks(corpus, "build_vocab"):
+            if mm.sg_vocab_add_packed(given, buf, len(buf), _i64p(lens), len(lens),
+                                      ctypes.byref(err)):
                 M.raise_error(err, "build_vocab")
-            chunk.clear()
-        for sentence in corpus:
-            if isinstance(sentence, str):
-                raise TypeError("build_vocab: a sentence must be a list of str, not a str")
-            for w in sentence:
-                b = _enc(w)
-                if b"\0" in b:
-                    raise ValueError(f"build_vocab: the word {w!r} holds a NUL character")
-                chunk.append(b)
-            chunk.append(None)
-            if len(chunk) >= 65536:
-                flush()
-        if chunk:
-            flush()
 
     def _refresh_wv(self) -> None:
         mm = M.models()
@@ -567,39 +587,38 @@ training call returns; before training they are zeros, not gensim's random start
         s.update(time=e.elapsed_s, words=words, next=words + max(total // 200, 1), loss=0.0, n=0)
 
     def _reader(self, corpus: Iterable[List[str]]) -> Any:
-        index, pending = self._index, []
-        state = {"it": None}
-        mm = M.models()
-        cut = ctypes.create_string_buffer(M.SG_MAX_WORD)
+        """The token source of sg_w2v_train_tokens over corpus: each call looks up the next
+        chunk of sentences in C (sg_w2v_lookup_packed) and hands out its ids."""
+        mm, ptr = M.models(), self._handle.ptr
+        state: Dict[str, Any] = {"chunks": None, "ids": np.empty(0, np.int32), "at": 0}
+        err = M.ModelError()
 
-        def ids_of(sentence: List[str]) -> List[int]:
-            out = []
-            for w in sentence:
-                i = index.get(w)
-                if i is None and len(_enc(w)) >= M.SG_MAX_WORD - 1:
-                    mm.sg_word_as_read(_enc(w), cut)
-                    i = index.get(_dec(cut.value))
-                out.append(M.SG_W2V_OOV if i is None else i)
-            out.append(M.SG_W2V_EOS)
-            return out
+        def refill() -> bool:
+            if state["chunks"] is None:
+                state["chunks"] = _packed_chunks(corpus, "train")
+            nxt = next(state["chunks"], None)
+            if nxt is None:
+                return False
+            buf, lens = nxt
+            ids = np.empty(int(lens.sum()) + len(lens), np.int32)
+            n = mm.sg_w2v_lookup_packed(ptr, buf, len(buf), _i64p(lens), len(lens),
+                                        ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                        len(ids), ctypes.byref(err))
+            if n < 0:
+                M.raise_error(err, "train")
+            state["ids"], state["at"] = ids[:n], 0
+            return True
 
-        def read(ud: Any, ids: Any, cap: int) -> int:
+        def read(ud: Any, out: Any, cap: int) -> int:
             try:
-                if state["it"] is None:
-                    state["it"] = iter(corpus)
-                while len(pending) < cap:
-                    sentence = next(state["it"], None)
-                    if sentence is None:
-                        break
-                    if isinstance(sentence, str):
-                        raise TypeError("train: a sentence must be a list of str, not a str")
-                    pending.extend(ids_of(sentence))
-                n = min(cap, len(pending))
-                if n == 0:
-                    state["it"] = None  # the next call starts the next epoch
-                    return 0
-                ctypes.memmove(ids, (ctypes.c_int32 * n)(*pending[:n]), 4 * n)
-                del pending[:n]
+                while state["at"] == len(state["ids"]):
+                    if not refill():
+                        state["chunks"] = None  # the next call starts the next epoch
+                        return 0
+                ids, at = state["ids"], state["at"]
+                n = min(cap, len(ids) - at)
+                ctypes.memmove(out, ids.ctypes.data + 4 * at, 4 * n)
+                state["at"] = at + n
                 return n
             except BaseException as exc:  # noqa: B902
                 if self._pending is None:

@@ -87,6 +87,33 @@ def test_sentences_train_as_the_file_holding_them(corpus, sg):
     assert from_list.wv.vectors.tobytes() == from_file.wv.vectors.tobytes()
 
 
+def test_sentences_cut_long_words_and_skip_empty_ones_as_the_file_reader(tmp_path):
+    """Words past the reader's 99 bytes are cut as it cuts them (never inside a UTF-8
+    character), non-ASCII words pass through, and an empty word (which no file can hold)
+    is out of the vocabulary and skipped, so the vectors are the file's."""
+    r = np.random.default_rng(3)
+    long_a = "x" * 98 + "é" + "tail"  # the cut falls inside é: dropped whole
+    vocab = [long_a, "ü" * 60, "naïve", "a", "b", "c"]
+    lines = [[vocab[i] for i in r.integers(0, len(vocab), 7)] for _ in range(300)]
+    path = tmp_path / "odd.txt"
+    path.write_text("\n".join(" ".join(s) for s in lines) + "\n", encoding="utf-8")
+    from_file = sgrad.Word2Vec(corpus_file=str(path), **KW)
+    with_empty = [s[:3] + [""] + s[3:] for s in lines]
+    from_list = sgrad.Word2Vec(sentences=with_empty, **KW)
+    assert from_list.wv.index_to_key == from_file.wv.index_to_key
+    assert "x" * 98 in from_list.wv.key_to_index
+    assert from_list.wv.vectors.tobytes() == from_file.wv.vectors.tobytes()
+
+
+def test_sentences_of_the_wrong_shape_are_refused_before_training():
+    with pytest.raises(ValueError, match="holds a NUL"):
+        sgrad.Word2Vec(sentences=[["a", "b"], ["c", "d\0e"]], min_count=1)
+    with pytest.raises(TypeError, match="not a str"):
+        sgrad.Word2Vec(sentences=["a b c"], min_count=1)
+    with pytest.raises(TypeError):
+        sgrad.Word2Vec(sentences=[["a", 3]], min_count=1)
+
+
 def test_defaults_are_gensims():
     import inspect
     sig = inspect.signature(sgrad.Word2Vec)
