@@ -19,6 +19,10 @@ Arms (one training step each; the MLP always uses torch's optimizer of the same 
   sgrad.torch.LazyAdam (its rows updated inside loss.backward());
 - sgrad_none (part embedding_none): the collection with optimizer=None, torch's sparse
   optimizer on the sparse gradients it returns.
+- mlp (part dlrm only): the same step with no tables at all (the pooled rows a fixed
+  input), the dense half both arms share: torch's step over it is the speedup an
+  embedding that cost nothing would show, and adding `sgrad-bench bagmem`'s floor (the
+  tables' memory traffic alone) gives the most any implementation can show here.
 Parts: dlrm (the whole step), embedding (the tables alone: forward, backward with a fixed
 random output gradient, update), embedding_none (the same, sgrad_none against torch), and
 threads (the sgrad DLRM step only, with torch's and sgrad's thread counts (1,1), (2,1),
@@ -151,6 +155,9 @@ def build_arm(arm, part, kind, args):
     elif arm == "sgrad":
         tables = SgradTables(K, rows, dim, sgrad_fused(kind))
         sparse_opt = None
+    elif arm == "mlp":  # no tables: each sample's pooled rows a fixed input
+        tables = (lambda batch: batch["gout"].detach().requires_grad_())
+        sparse_opt = None
     elif arm == "sgrad_none":
         tables = SgradTables(K, rows, dim, None)
         sparse_opt = torch_sparse_optimizer(kind, [tables.ebc.embedding_bags[k].weight
@@ -173,6 +180,8 @@ def build_arm(arm, part, kind, args):
                 sparse_opt.step()
             return loss
         return step, (tables, mlp, sparse_opt, dense_opt)
+    if arm == "mlp":
+        raise ValueError("the mlp arm is a dlrm step without tables")
 
     def step(batch):
         if sparse_opt is not None:
@@ -234,7 +243,7 @@ def run_pair(part, kind, threads, arms, args, batches, emit):
         emit({"bench": "torch_embedding", "part": part, "optimizer": kind,
               "threads": threads, "arm": arm,
               "torch_optimizer": {"adagrad": "Adagrad", "adam": "SparseAdam"}[kind]
-              if arm != "sgrad" else None,
+              if arm in ("torch", "sgrad_none") else None,
               "sgrad_optimizer": {"adagrad": "Adagrad", "adam": "LazyAdam"}[kind]
               if arm == "sgrad" else None,
               "ms": round(med, 3), "ms_min": round(min(times[arm]), 3),
@@ -280,6 +289,7 @@ def main(argv=None):
                 if part == "threads":
                     continue
                 arms = ["torch", "sgrad_none" if part == "embedding_none" else "sgrad"]
+                arms += ["mlp"] if part == "dlrm" else []
                 run_pair(part, kind, threads, arms, args, batches, emit)
     if "threads" in parts:
         for kind in args.optimizers.split(","):

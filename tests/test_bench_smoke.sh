@@ -8,11 +8,12 @@ if [ ! -x "$build/sgrad-bench" ]; then
     exit 77
 fi
 out=$(mktemp)
-trap 'rm -f "$out" "$out.pystep" "$out.cores" "$out.rowmem" "$out.mvt"' EXIT
+trap 'rm -f "$out" "$out.pystep" "$out.cores" "$out.rowmem" "$out.bagmem" "$out.mvt"' EXIT
 "$build/sgrad-bench" --quick all >"$out"
 "$build/sgrad-bench" --quick pystep >"$out.pystep" # named families, not in all
 "$build/sgrad-bench" --quick cores >"$out.cores"
 "$build/sgrad-bench" --quick rowmem >"$out.rowmem"
+"$build/sgrad-bench" --quick bagmem >"$out.bagmem"
 # bench/matmul_vs_torch.py at a tiny size, 2 rounds of 1 rep: sgrad's lines always, torch's
 # and the ratios where /usr/bin/python3 has torch (without it the script times sgrad alone).
 py=/usr/bin/python3
@@ -31,8 +32,12 @@ assert len(th) in (0, 4) and len([r for r in recs if r["framework"] == "ratio"])
 assert len([r for r in recs if r["framework"] == "scaling"]) == 2, recs
 print("matmul_vs_torch: %d lines%s" % (len(recs), "" if th else " (no torch: sgrad alone)"))
 PY
-python3 - "$out" "$out.pystep" "$out.cores" "$out.rowmem" <<'PY'
+python3 - "$out" "$out.pystep" "$out.cores" "$out.rowmem" "$out.bagmem" <<'PY'
 import json, sys
+bm = [json.loads(l) for l in open(sys.argv[5]).read().splitlines()]
+assert [(o["case"], o["threads"], o["params"]["rows"]) for o in bm] == \
+    [("forward_adagrad_step", 1, 20000), ("forward_adagrad_step", 2, 20000)], bm
+assert all(o["ms"] > 0 for o in bm) and 0 < bm[0]["forward_ms"] + bm[0]["update_ms"] <= bm[0]["ms"] * 1.01, bm
 rm = [json.loads(l) for l in open(sys.argv[4]).read().splitlines()]
 assert [o["params"]["rows"] for o in rm] == [1500, 15000, 100000], rm
 assert all(o["case"] == "two_pass" and o["ns_per_row"] > 0 and o["ref_ns_per_row"] > 0 for o in rm), rm
