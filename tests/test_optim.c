@@ -227,6 +227,34 @@ TEST(adagrad_by_hand_and_duplicates_summed_before_squaring)
     sg_ctx_free(ctx);
 }
 
+TEST(adagrad_without_weight_decay_has_no_decay_term)
+{
+    /* as torch's: with weight_decay 0 the gradient is not g + 0 * w, so an infinite
+     * weight stays infinite instead of making its gradient, sum and weight NaN; rows of 64
+     * (the unrolled kernel) and of 3, sparse and dense */
+    sg_ctx *ctx = sg_ctx_new(NULL);
+    const int64_t widths[2] = {64, 3};
+    for (int k = 0; k < 2; k++)
+        for (int dense = 0; dense < 2; dense++) {
+            const int64_t D = widths[k];
+            double init[128] = {0}, g[128];
+            init[1] = INFINITY;
+            for (int64_t j = 0; j < 2 * D; j++) g[j] = 1;
+            sg_tensor *W = param2(ctx, 2, D, init);
+            sg_optim *opt = sg_optim_adagrad(ctx, &(sg_adagrad_opts){0.1, 0, 0, 0, 0});
+            sg_optim_add_param(opt, W);
+            if (dense) give_dense(W, g);
+            else give_rows(W, 1, (int64_t[]){0}, g);
+            CHECK_STATUS(ctx, sg_optim_step(opt), SG_OK);
+            sg_tape_reset(ctx);
+            CHECK(isinf(at(W, 1)) && at(W, 1) > 0);
+            CHECK_NEAR(at(W, 0), -0.1, 1e-15);
+            CHECK_NEAR(at(sg_optim_state(opt, W, 1, NULL), 1), 1, 1e-15);
+            sg_optim_free(opt);
+        }
+    sg_ctx_free(ctx);
+}
+
 TEST(adagrad_dense_and_sparse_match_reference)
 {
     sg_ctx *ctx = sg_ctx_new(NULL);

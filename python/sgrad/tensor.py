@@ -541,6 +541,23 @@ def _free_persistent(ctx: Context, ptr: int) -> None:
         lib.sg_tensor_free(ptr)
 
 
+_HUGE_PAGE = 2 << 20
+
+
+def _aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """np.empty(shape, dtype), starting on a 2 MiB boundary when it is at least that large
+    (a view of a larger buffer, which it keeps alive): as the library's own large blocks,
+    a table's rows then start on cache lines (malloc's 16-byte offset spreads a 256-byte
+    row over 5 lines instead of 4), and numpy's huge-page advice covers all of it."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < _HUGE_PAGE:
+        return np.empty(shape, dtype)
+    buf = np.empty(nbytes + _HUGE_PAGE, np.uint8)
+    off = -buf.ctypes.data % _HUGE_PAGE
+    return buf[off:off + nbytes].view(dtype).reshape(shape)
+
+
 def _wrap_new_array(t: "Tensor", ctx: Context, a: np.ndarray) -> None:
     """Makes t (new, uninitialised) a persistent tensor over a's memory (sg_tensor_wrap);
     a is C-contiguous, of a supported dtype, and kept alive by t."""

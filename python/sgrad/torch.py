@@ -76,7 +76,7 @@ from .context import Context
 from .dlpack import _export_pointer
 from .errors import (ArgumentError, DtypeError, Error, IndexRangeError, InvalidValueError,
                      LayoutError, StateError, _raise)
-from .tensor import Tensor, from_numpy
+from .tensor import Tensor, _aligned_empty, from_numpy
 
 __all__ = ["FusedOptimizer", "SGD", "Adagrad", "RowWiseAdagrad", "LazyAdam", "Embedding",
            "EmbeddingBag", "EmbeddingBagCollection", "set_num_threads", "blas_threads"]
@@ -354,7 +354,7 @@ class _Tables:
         np_dtype = _NP_OF_TORCH[dtype]
         self.dtype = dtype
         self.sg_dtype = _SG_OF_TORCH[dtype]
-        self.tables = [from_numpy(np.empty(s, np_dtype), requires_grad=True, ctx=self.ctx)
+        self.tables = [from_numpy(_aligned_empty(s, np_dtype), requires_grad=True, ctx=self.ctx)
                        for s in shapes]
         self.handles = [t._h() for t in self.tables]
         self.shapes = [tuple(int(d) for d in s) for s in shapes]

@@ -31,8 +31,10 @@ const char *sg_version(void)
     return SG__XSTR(SG_VERSION_MAJOR) "." SG__XSTR(SG_VERSION_MINOR) "." SG__XSTR(SG_VERSION_PATCH);
 }
 
-/* Each allocation carries a 16-byte header holding its size, so frees need no size. */
-#define SG__HDR 16
+/* Each allocation carries a header holding its size, so frees need no size. It is a cache
+ * line long: a large block starts on a huge page (src/context.c), so its data, a table's
+ * rows, starts on a cache line, and a row of 64 floats fills 4 lines, not 5. */
+#define SG__HDR 64
 
 void *sg__malloc(sg_ctx *ctx, size_t size)
 {

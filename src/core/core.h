@@ -227,12 +227,19 @@ static inline int sg__status_or_nomem(const sg_ctx *ctx)
 #define SG__PREFETCH(a) ((void)(a))
 #define SG__PREFETCH_W(a) ((void)(a))
 #endif
-/* Prefetches the first `bytes` bytes of row `row` (rows of rowbytes) of base, for reading,
- * a cache line at a time. */
+/* The cache lines that bytes [p, p + n) span, one at a time (a row that does not start on
+ * a line spans one line more than its length: its last one is prefetched too). */
+#define SG__CACHE_LINE 64
+#define SG__FOR_LINES(q, p, n)                                                                      \
+    for (const char *q = (const char *)((uintptr_t)(p) & ~(uintptr_t)(SG__CACHE_LINE - 1)),         \
+                    *q##_end = (const char *)(p) + (n);                                            \
+         q < q##_end; q += SG__CACHE_LINE)
+
+/* Prefetches the first `bytes` bytes of row `row` (rows of rowbytes) of base, for reading. */
 static inline void sg__prefetch_row(const void *base, int64_t row, size_t rowbytes, size_t bytes)
 {
     const char *p = (const char *)base + (size_t)row * rowbytes;
-    for (size_t off = 0; off < bytes; off += 64) SG__PREFETCH(p + off);
+    SG__FOR_LINES(q, p, bytes) SG__PREFETCH(q);
 }
 
 /* ---- per-CPU variants of the hot kernels (src/core/cpu.c; docs/blas.md, "Kernels per CPU")

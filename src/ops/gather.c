@@ -406,7 +406,7 @@ typedef struct {
             const char *p_ = (w) + (size_t)sg__idx_at((idx), (i)) * (rowbytes);            \
             size_t n_ = (rowbytes) < SG__BAG_PREFETCH_MAX ? (rowbytes)                     \
                                                           : SG__BAG_PREFETCH_MAX;         \
-            for (size_t off_ = 0; off_ < n_; off_ += 64) SG__PREFETCH(p_ + off_);         \
+            SG__FOR_LINES(q_, p_, n_) SG__PREFETCH(q_);                                    \
         }                                                                                 \
     } while (0)
 

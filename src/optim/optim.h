@@ -223,7 +223,7 @@ static inline void sg__optim_prefetch(const void *base, int64_t row, size_t rowb
     if (!base) return;
     const char *p = (const char *)base + (size_t)row * rowbytes;
     size_t n = rowbytes < SG__OPTIM_PREFETCH_MAX ? rowbytes : SG__OPTIM_PREFETCH_MAX;
-    for (size_t off = 0; off < n; off += 64) SG__PREFETCH_W(p + off);
+    SG__FOR_LINES(q, p, n) SG__PREFETCH_W(q);
 }
 
 /* sqrt of a float or double in its own precision. */

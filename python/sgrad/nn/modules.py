@@ -18,7 +18,7 @@ from .._args import supported_dtype
 from ..checkpoint import load_checkpoint, save_checkpoint
 from ..context import Context, default_context
 from ..errors import ShapeError
-from ..tensor import Tensor, _wrap_new_array
+from ..tensor import Tensor, _aligned_empty, _wrap_new_array
 from . import functional as F
 from . import init
 
@@ -41,9 +41,9 @@ class Parameter(Tensor):
     def __init__(self, data: Any, requires_grad: bool = True, ctx: Optional[Context] = None,
                  dtype: Any = None):
         ctx = ctx or default_context()
-        a = np.asarray(data)
-        a = np.array(a, dtype=supported_dtype(dtype if dtype is not None else a.dtype),
-                     order="C", copy=True)
+        src = np.asarray(data)
+        a = _aligned_empty(src.shape, supported_dtype(dtype if dtype is not None else src.dtype))
+        np.copyto(a, src, casting="unsafe")
         _wrap_new_array(self, ctx, a)
         if requires_grad:
             self.requires_grad_(True)
