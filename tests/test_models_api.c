@@ -243,6 +243,7 @@ TEST(packed_sentences_count_and_look_up_as_the_tokens_do)
     CHECK(sg_vocab_tokens(refused) == 0 && sg_vocab_lines(refused) == 0);
     sg_vocab_free(refused);
     free(buf);
+    free(lens);
     buf = pack_corpus(&lens, &n, &len);
     /* the ids: each token's row (an unknown word OOV), an end after each sentence */
     sg_w2v_opts o = small_opts();
