@@ -133,7 +133,6 @@ _SIGNATURES = {
     "sg_lines_open": (P, [c_char_p, E]),
     "sg_lines_next": (c_int, [P, ctypes.POINTER(CPP), I64P, ctypes.POINTER(c_bool)]),
     "sg_lines_close": (None, [P]),
-    "sg_word_as_read": (None, [c_char_p, c_char_p]),
     "sg_vocab_new": (P, []),
     "sg_vocab_free": (None, [P]),
     "sg_vocab_add_packed": (c_int, [P, c_char_p, c_int64, I64P, c_int64, E]),

@@ -89,7 +89,7 @@ def _dec(word: bytes) -> str:
     return word.decode("utf-8", "surrogateescape")
 
 
-_PACK_TOKENS = 1 << 16  # tokens per chunk handed to C (about one chunk's memory in Python)
+_PACK_TOKENS = 1 << 16  # tokens a chunk handed to C: the most of a corpus Python holds at once
 
 
 def _i64p(a: np.ndarray) -> Any:

@@ -410,7 +410,6 @@ typedef struct {
         }                                                                                 \
     } while (0)
 
-/* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
 /* Sums bag b's rows (entries [s, e), padding left out) of a D == DC table into o, with the
  * sum kept in registers (DC a constant: the compiler unrolls it) and stored once. The same
  * bits as the general loop, which adds 1 * row[j] to o[j] starting from zero. */
@@ -428,6 +427,7 @@ typedef struct {
         for (int j_ = 0; j_ < (DC); j_++) (o)[j_] = acc_[j_];                             \
     } while (0)
 
+/* Forward of bags [lo, hi): out rows (zeroed before), argmax (max mode) filled. */
 SG__HOT_BODY void bag_forward__body(void *ud, int64_t lo, int64_t hi)
 {
     const bag_job *jb = ud;

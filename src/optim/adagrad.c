@@ -34,7 +34,8 @@ static int adagrad_init(sg_optim *opt, sg__pstate *ps)
                : opt->ctx->status;
 }
 
-/* wd a literal 0: no decay term at all (so an infinite weight gives no NaN gradient). */
+/* With wd 0 there is no decay term at all, as in torch's Adagrad (so an infinite weight
+ * does not make its gradient NaN); a literal 0 drops the branch. */
 #define ADAGRAD_ELEMS(T, w, acc, gp, len, clr, wd, eps)                                    \
     do {                                                                                   \
         for (int64_t j = 0; j < (len); j++) {                                              \
