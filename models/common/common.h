@@ -229,8 +229,10 @@ int tc_fail(sg_model_error *e, int status, const char *fmt, ...) __attribute__((
 /* The message of sgrad's last error on ctx, recorded in *e with its status; returns -1. */
 int tc_fail_ctx(sg_model_error *e, const sg_ctx *ctx, const char *prefix);
 /* Whether buf (len bytes) holds exactly the tokens of n packed sentences of lens[i]
- * tokens, each NUL-terminated (sg_vocab_add_packed): SG_OK, or the error recorded. */
-int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n, sg_model_error *err);
+ * tokens, each NUL-terminated (sg_vocab_add_packed): SG_OK with their count in *tokens,
+ * or the error recorded. */
+int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n, int64_t *tokens,
+                    sg_model_error *err);
 /* Clears *e (status SG_OK, message ""). */
 void tc_ok(sg_model_error *e);
 /* Where a trainer's events go: fn(ud, event), INFO ones up to level verbose. */

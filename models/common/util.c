@@ -106,7 +106,8 @@ int sg_vocab_add_tokens(sg_vocab *v, const char *const *tokens, int64_t n, sg_mo
     return SG_OK;
 }
 
-int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n, sg_model_error *err)
+int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n, int64_t *count,
+                    sg_model_error *err)
 {
     if ((len > 0 && !buf) || (n > 0 && !lens)) return tc_fail(err, SG_ERR_NULL, "NULL buffer or lengths"), SG_ERR_NULL;
     int64_t tokens = 0;
@@ -124,13 +125,15 @@ int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n
         return tc_fail(err, SG_ERR_ARG, "%lld tokens in the lengths but %lld NUL-terminated in the buffer (a token holds a NUL?)",
                        (long long)tokens, (long long)nuls),
                SG_ERR_ARG;
+    *count = tokens;
     return SG_OK;
 }
 
 int sg_vocab_add_packed(sg_vocab *v, const char *buf, int64_t len, const int64_t *lens, int64_t n, sg_model_error *err)
 {
     if (!v) return tc_fail(err, SG_ERR_NULL, "NULL vocabulary"), SG_ERR_NULL;
-    const int rc = tc_packed_check(buf, len, lens, n, err);
+    int64_t tokens;
+    const int rc = tc_packed_check(buf, len, lens, n, &tokens, err);
     if (rc) return rc;
     start_counting(v);
     char word[TC_MAX_WORD];

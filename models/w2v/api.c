@@ -332,10 +332,10 @@ int64_t sg_w2v_lookup_packed(const sg_w2v *m, const char *buf, int64_t len, cons
 {
     tc_ok(err);
     if (!m || (cap > 0 && !ids)) return tc_fail(err, SG_ERR_NULL, "NULL model or ids"), -SG_ERR_NULL;
-    const int rc = tc_packed_check(buf, len, lens, n, err);
+    int64_t tokens;
+    const int rc = tc_packed_check(buf, len, lens, n, &tokens, err);
     if (rc) return -rc;
-    int64_t need = n;
-    for (int64_t i = 0; i < n; i++) need += lens[i];
+    const int64_t need = tokens + n;
     if (need > cap) return tc_fail(err, SG_ERR_ARG, "%lld ids do not fit in %lld", (long long)need, (long long)cap), -SG_ERR_ARG;
     char word[TC_MAX_WORD];
     const char *p = buf;

@@ -35,7 +35,7 @@ static int adagrad_init(sg_optim *opt, sg__pstate *ps)
 }
 
 /* With wd 0 there is no decay term at all, as in torch's Adagrad (so an infinite weight
- * does not make its gradient NaN); a literal 0 drops the branch. */
+ * does not make its gradient NaN). */
 #define ADAGRAD_ELEMS(T, w, acc, gp, len, clr, wd, eps)                                    \
     do {                                                                                   \
         for (int64_t j = 0; j < (len); j++) {                                              \
@@ -92,14 +92,7 @@ SG__HOT_BODY void adagrad_range__body(void *vj, int64_t lo, int64_t hi)
             for (int64_t c0 = 0; c0 < width; c0 += SG__OPTIM_CHUNK) {
                 int64_t len = width - c0 < SG__OPTIM_CHUNK ? width - c0 : SG__OPTIM_CHUNK;
                 const T *gp = SG__GROUP_SUM(T)(rg, i, gg, width, c0, len, buf);
-                T *wr = w + r * width + c0;
-                T *ar = acc + r * width + c0;
-                /* no decay term without weight decay (as torch's), and the common widths
-                 * as constants, which the compiler unrolls: the same bits as the loop */
-                if (wd != 0) ADAGRAD_ELEMS(T, wr, ar, gp, len, clr, wd, eps);
-                else if (len == 64) ADAGRAD_ELEMS(T, wr, ar, gp, 64, clr, 0, eps);
-                else if (len == 128) ADAGRAD_ELEMS(T, wr, ar, gp, 128, clr, 0, eps);
-                else ADAGRAD_ELEMS(T, wr, ar, gp, len, clr, 0, eps);
+                ADAGRAD_ELEMS(T, (w + r * width + c0), (acc + r * width + c0), gp, len, clr, wd, eps);
             }
         }
     });
