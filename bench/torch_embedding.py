@@ -4,7 +4,8 @@ the backward). JSON lines on stdout, one per (part, optimizer, threads, arm).
 
     PYTHONPATH=python /usr/bin/python3 bench/torch_embedding.py [--tables 8 --rows 1000000
         --dim 64 --pooling 20 --batch 2048 --dense 13 --steps 5 --rounds 7
-        --threads 1,2 --optimizers adagrad,adam --parts dlrm,embedding,embedding_none]
+        --threads 1,2 --blas-threads N --optimizers adagrad,adam
+        --parts dlrm,embedding,embedding_none]
 
 Model: K tables (rows x dim, float32), bags of exactly `pooling` uniform random rows per
 sample and table (mode "sum"); a 3-layer MLP on the `dense` features (dense -> 512 -> 256
@@ -34,8 +35,11 @@ Method: for each part and optimizer the arms run in turn, `steps` timed steps ea
 `rounds` rounds (A B A B ...) after one untimed warm-up round; each line gives the median
 (and min/max) over rounds of the mean step time, and `speedup` = torch's median / the
 arm's. torch and sgrad get the same thread count (torch.set_num_threads; sgrad.torch
-follows it). The first line records the machine, torch's version and the BLAS library
-torch loaded (from /proc/self/maps).
+follows it), and OpenBLAS's pool --blas-threads (default: the same count), all arms alike.
+The first line records the machine, torch's version, the BLAS library torch loaded (from
+/proc/self/maps) and the kernels OpenBLAS picked (`openblas_core`; Debian's OpenBLAS 0.3.21
+takes its SSE3 `Prescott` kernels on CPUs it does not know, whose products run several
+times slower than the AVX-512 ones `OPENBLAS_CORETYPE=SkylakeX` selects: docs/blas.md).
 
 Pages: sgrad.torch's tables are numpy allocations, which numpy advises for transparent
 huge pages (where /sys/kernel/mm/transparent_hugepage/enabled says madvise); torch's own
@@ -47,6 +51,7 @@ a time: about 12 GB at the default sizes with Adam. Shrink with --tables/--rows/
 for a smoke run (tests/test_python_bench_smoke.sh style: seconds).
 """
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -77,6 +82,16 @@ def blas_libraries():
     except OSError:
         pass
     return sorted(found)
+
+
+def openblas_core():
+    """The kernel family OpenBLAS picked for this CPU (openblas_get_corename), or None when
+    torch does not run on OpenBLAS. OPENBLAS_CORETYPE overrides its detection."""
+    ob = st._openblas()
+    if ob is None:
+        return None
+    ob.openblas_get_corename.restype = ctypes.c_char_p
+    return ob.openblas_get_corename().decode()
 
 
 class MLP(nn.Module):
@@ -227,7 +242,7 @@ def time_arm(step, batches, steps, start):
 
 
 def run_pair(part, kind, threads, arms, args, batches, emit):
-    st.set_num_threads(threads)  # torch's pool, OpenBLAS's, and so sgrad's
+    st.set_num_threads(threads, args.blas_threads)  # torch's, OpenBLAS's, so sgrad's
     built = {}
     for arm in arms:
         built[arm] = build_arm(arm, part, kind, args)
@@ -241,7 +256,7 @@ def run_pair(part, kind, threads, arms, args, batches, emit):
     for arm in arms:
         med = statistics.median(times[arm])
         emit({"bench": "torch_embedding", "part": part, "optimizer": kind,
-              "threads": threads, "arm": arm,
+              "threads": threads, "blas_threads": st.blas_threads(), "arm": arm,
               "torch_optimizer": {"adagrad": "Adagrad", "adam": "SparseAdam"}[kind]
               if arm in ("torch", "sgrad_none") else None,
               "sgrad_optimizer": {"adagrad": "Adagrad", "adam": "LazyAdam"}[kind]
@@ -267,6 +282,8 @@ def main(argv=None):
     ap.add_argument("--optimizers", default="adagrad,adam")
     ap.add_argument("--parts", default="dlrm,embedding,embedding_none",
                     help="of dlrm, embedding, embedding_none, threads")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="OpenBLAS's pool for every arm (default: --threads' value)")
     ap.add_argument("--torch-hugepages", action="store_true",
                     help="the torch arm's tables on numpy memory (huge pages advised)")
     args = ap.parse_args(argv)
@@ -276,7 +293,9 @@ def main(argv=None):
 
     emit({"bench": "torch_embedding", "config": {k: v for k, v in vars(args).items()},
           "torch": torch.__version__, "sgrad": sgrad.__version__, "numpy": np.__version__,
-          "blas": blas_libraries(), "openblas_threads_default": st.blas_threads(),
+          "blas": blas_libraries(), "openblas_core": openblas_core(),
+          "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+          "openblas_threads_default": st.blas_threads(),
           "machine": platform.machine(),
           "cpus": os.cpu_count(), "python": sys.version.split()[0],
           "thp": open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()

@@ -126,20 +126,24 @@ def blas_threads() -> Optional[int]:
     return int(ob.openblas_get_num_threads())
 
 
-def set_num_threads(n: int) -> None:
+def set_num_threads(n: int, blas_threads: Optional[int] = None) -> None:
     """One thread count for everything a model with sgrad.torch modules runs: torch's
     intra-op pool (torch.set_num_threads), hence every sgrad.torch module whose
     ``threads`` was not given, and OpenBLAS's own pool when torch uses OpenBLAS
-    (openblas_set_num_threads; it ignores torch's setting, and its idle workers spin after
-    each call, taking cores from the next op). ValueError for n < 1."""
-    if isinstance(n, bool) or int(n) < 1:
-        raise ValueError(f"sgrad.torch.set_num_threads: {n!r}; a count >= 1 is needed")
+    (openblas_set_num_threads; it ignores torch's setting), which gets ``blas_threads``
+    when given, else ``n``. One OpenBLAS thread under n > 1 torch threads suits a dense
+    half of small products: OpenBLAS's workers then never wait for the cores that
+    OpenMP's idle threads spin on (docs/torch.md, "Threads"). ValueError for a count < 1."""
+    for name, v in (("n", n), ("blas_threads", n if blas_threads is None else blas_threads)):
+        if isinstance(v, bool) or int(v) < 1:
+            raise ValueError(f"sgrad.torch.set_num_threads: {name}={v!r}; a count >= 1 "
+                             "is needed")
     n = int(n)
     torch.set_num_threads(n)
     ob = _openblas()
     if ob is not None:
         ob.openblas_set_num_threads.argtypes = [ctypes.c_int]
-        ob.openblas_set_num_threads(n)
+        ob.openblas_set_num_threads(n if blas_threads is None else int(blas_threads))
 
 
 # ---------------------------------------------------------------- fused optimizers

@@ -19,7 +19,8 @@ def test_bench_smoke(capsys):
     threads, blas = torch.get_num_threads(), st.blas_threads()
     try:
         bench.main(["--tables", "2", "--rows", "500", "--dim", "8", "--pooling", "3",
-                    "--batch", "16", "--steps", "1", "--rounds", "1", "--threads", "1",
+                    "--batch", "16", "--steps", "1", "--rounds", "1", "--threads", "2",
+                    "--blas-threads", "1",
                     "--parts", "dlrm,embedding,embedding_none,threads"])
     finally:  # the bench sets the process's thread counts
         torch.set_num_threads(threads)
@@ -28,6 +29,10 @@ def test_bench_smoke(capsys):
     lines = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
     head, rows = lines[0], lines[1:]
     assert head["config"]["tables"] == 2 and "blas" in head and "torch" in head
+    assert (head["openblas_core"] is None) == (blas is None)
+    paired = [r for r in rows if r["part"] != "threads"]
+    assert all(r["threads"] == 2 and r["blas_threads"] == (1 if blas else None)
+               for r in paired)
     parts = {(r["part"], r["optimizer"], r["arm"]) for r in rows if r["part"] != "threads"}
     for kind in ("adagrad", "adam"):
         for part, arm in (("dlrm", "sgrad"), ("embedding", "sgrad"),

@@ -323,8 +323,16 @@ def test_set_num_threads_sets_torch_sgrad_and_openblas():
         assert torch.get_num_threads() == 2 and m._sg.ctx.threads == 2
         if old_blas is not None:
             assert st.blas_threads() == 2
+        st.set_num_threads(2, blas_threads=1)
+        assert torch.get_num_threads() == 2
+        if old_blas is not None:
+            assert st.blas_threads() == 1
         with pytest.raises(ValueError):
             st.set_num_threads(0)
+        st.set_num_threads(1)
+        with pytest.raises(ValueError, match="blas_threads"):
+            st.set_num_threads(2, blas_threads=0)
+        assert torch.get_num_threads() == 1  # refused before anything was set
     finally:
         torch.set_num_threads(old)
         if old_blas is not None:
