@@ -214,10 +214,11 @@ def run_threads(kind, args, batches, emit):
     pairs = [(1, 1), (2, 1), (1, 2), (2, 2)]
     step, keep = build_arm("sgrad", "dlrm", kind, args)
     ebc = keep[0].ebc
-    times = {p: [] for p in pairs}
+    times, blas = {p: [] for p in pairs}, {}
     for r in range(args.rounds + 1):
         for p in pairs:
-            st.set_num_threads(p[0])
+            st.set_num_threads(p[0], args.blas_threads)
+            blas[p] = st.blas_threads()
             ebc.threads = p[1]
             ms = time_arm(step, batches, args.steps, r * args.steps)
             if r:
@@ -226,7 +227,8 @@ def run_threads(kind, args, batches, emit):
     for p in pairs:
         med = statistics.median(times[p])
         emit({"bench": "torch_embedding", "part": "threads", "optimizer": kind,
-              "torch_threads": p[0], "sgrad_threads": p[1], "arm": "sgrad",
+              "torch_threads": p[0], "sgrad_threads": p[1], "blas_threads": blas[p],
+              "arm": "sgrad",
               "ms": round(med, 3), "ms_min": round(min(times[p]), 3),
               "ms_max": round(max(times[p]), 3), "speedup": round(base / med, 3),
               "rounds": args.rounds, "steps": args.steps})
