@@ -8,8 +8,8 @@
 
 /* Families that run only when named, never by "all": pystep is half of a comparison with
  * the Python script; cores means something only with two cores free; rowmem needs about
- * 500 MB and is the floor under bench/w2v_scale.sh; bagmem needs about 4 GB; dist needs mpirun and the MPI module
- * (built when SGRAD_MPI is on). */
+ * 500 MB and is the floor under bench/w2v_scale.sh; bagmem needs about 4 GB; dist needs
+ * mpirun and the MPI module (built when SGRAD_MPI is on). */
 #define SGB_NAMED_ANYWHERE(X) \
     X(pystep, "the step of bench/python_vs_torch.py in C: the same ops, sizes and batches") \
     X(cores, "what moving a cache line and a block of rows between two cores costs (2 threads)") \

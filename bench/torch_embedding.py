@@ -289,6 +289,8 @@ def main(argv=None):
     ap.add_argument("--torch-hugepages", action="store_true",
                     help="the torch arm's tables on numpy memory (huge pages advised)")
     args = ap.parse_args(argv)
+    if args.blas_threads is not None and args.blas_threads < 1:
+        ap.error(f"--blas-threads {args.blas_threads}: a count >= 1 is needed")
 
     def emit(d):
         print(json.dumps(d), flush=True)

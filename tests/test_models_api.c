@@ -241,6 +241,11 @@ TEST(packed_sentences_count_and_look_up_as_the_tokens_do)
     buf[1] = '\0';
     CHECK(sg_vocab_add_packed(refused, buf, len, lens, n, &err) == SG_ERR_ARG && strstr(err.message, "NUL"));
     CHECK(sg_vocab_tokens(refused) == 0 && sg_vocab_lines(refused) == 0);
+    /* lengths claiming more tokens than the buffer has bytes (their sum would overflow) */
+    const int64_t huge[2] = {INT64_MAX, INT64_MAX};
+    CHECK(sg_vocab_add_packed(refused, buf, len, huge, 2, &err) == SG_ERR_ARG && strstr(err.message, "at most"));
+    CHECK(sg_vocab_add_packed(refused, buf, len, (const int64_t[]){-1}, 1, &err) == SG_ERR_ARG);
+    CHECK(sg_vocab_tokens(refused) == 0 && sg_vocab_lines(refused) == 0);
     sg_vocab_free(refused);
     free(buf);
     free(lens);

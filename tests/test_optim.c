@@ -231,7 +231,7 @@ TEST(adagrad_without_weight_decay_has_no_decay_term)
 {
     /* as torch's: with weight_decay 0 the gradient is not g + 0 * w, so an infinite
      * weight stays infinite instead of making its gradient, sum and weight NaN; rows of 64
-     * (the unrolled kernel) and of 3, sparse and dense */
+     * and of 3, sparse and dense */
     sg_ctx *ctx = sg_ctx_new(NULL);
     const int64_t widths[2] = {64, 3};
     for (int k = 0; k < 2; k++)

@@ -112,7 +112,12 @@ int tc_packed_check(const char *buf, int64_t len, const int64_t *lens, int64_t n
     if ((len > 0 && !buf) || (n > 0 && !lens)) return tc_fail(err, SG_ERR_NULL, "NULL buffer or lengths"), SG_ERR_NULL;
     int64_t tokens = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (lens[i] < 0) return tc_fail(err, SG_ERR_ARG, "sentence %lld has %lld tokens", (long long)i, (long long)lens[i]), SG_ERR_ARG;
+        /* each token takes at least its NUL: more than the buffer holds cannot be right,
+         * and the bound keeps the sum from overflowing */
+        if (lens[i] < 0 || lens[i] > len - tokens)
+            return tc_fail(err, SG_ERR_ARG, "sentence %lld has %lld tokens, but the buffer holds at most %lld more",
+                           (long long)i, (long long)lens[i], (long long)(len - tokens)),
+                   SG_ERR_ARG;
         tokens += lens[i];
     }
     int64_t nuls = 0;

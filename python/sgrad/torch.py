@@ -134,16 +134,16 @@ def set_num_threads(n: int, blas_threads: Optional[int] = None) -> None:
     when given, else ``n``. One OpenBLAS thread under n > 1 torch threads suits a dense
     half of small products: OpenBLAS's workers then never wait for the cores that
     OpenMP's idle threads spin on (docs/torch.md, "Threads"). ValueError for a count < 1."""
-    for name, v in (("n", n), ("blas_threads", n if blas_threads is None else blas_threads)):
+    blas = n if blas_threads is None else blas_threads
+    for name, v in (("n", n), ("blas_threads", blas)):
         if isinstance(v, bool) or int(v) < 1:
             raise ValueError(f"sgrad.torch.set_num_threads: {name}={v!r}; a count >= 1 "
                              "is needed")
-    n = int(n)
-    torch.set_num_threads(n)
+    torch.set_num_threads(int(n))
     ob = _openblas()
     if ob is not None:
         ob.openblas_set_num_threads.argtypes = [ctypes.c_int]
-        ob.openblas_set_num_threads(n if blas_threads is None else int(blas_threads))
+        ob.openblas_set_num_threads(int(blas))
 
 
 # ---------------------------------------------------------------- fused optimizers
